@@ -1,0 +1,237 @@
+// Package client talks to vaultd, the only maker of the mesh's shared secrets,
+// over its unix socket: HTTP with JSON bodies on versioned paths (/v1/...).
+// The reconciler, genesis and the meshgen CLI import it; it imports nothing
+// of theirs and nothing of vaultd's internals.
+//
+// # Sealing
+//
+// [Client.Seal] makes a secret if absent and returns, for every recipient,
+// what it must hold now as age ciphertext. The same version sealed to the
+// same recipient is the same bytes every time (vaultd keeps the ciphertext),
+// so an unchanged mesh commits nothing. The caller never sees a plaintext.
+//
+// # Delivering values
+//
+// [Client.Put] stores an operator's value and [Client.Adopt] the foundation's
+// first secrets made by genesis. Both are sealed on the client side to the
+// vault's own recipient ([Client.Recipient]), so no value crosses the socket
+// in clear. An operator's value is never replaced by vaultd; an adopted one
+// is the mesh's own and rotatable.
+//
+// # Rotation
+//
+// [Client.Rotate] starts a rotation (design 27 "Rotation", ADR 0114); vaultd
+// also starts one by itself when a value is older than [Spec.MaxAge]. A
+// rotation is a persisted state machine the reconciler drives from what hostd
+// reports on status/<node> branches:
+//
+// Two-party (a consumer and its provider, two credential slots A and B):
+//
+//	applying  the new value is made for the unused slot; appliers receive
+//	          both slots, readers the old one. Each applier's run-once step
+//	          ensures the new credential, then: ConfirmApplied(applier, to).
+//	reading   readers receive the new slot and are recreated (a changed
+//	          version). Each reader, once it authenticated with the new one:
+//	          ConfirmRead(reader, to). A reader that is unreachable keeps
+//	          the old credential, which stays valid until it confirms.
+//	retiring  the old slot is listed "retiring": appliers remove that
+//	          credential (never the consumer's resource or data), then
+//	          ConfirmRetired(applier, from). The rotation is done.
+//
+// One-party (a provider's administrative credential, a module's own secret):
+//
+//	applying  (only when there are appliers) the new value is staged:
+//	          appliers receive it beside the current one (Current false)
+//	          and change the backend with the current one, then
+//	          ConfirmApplied(applier, to). Readers keep the current value.
+//	reading   the new value is current; readers receive it and are
+//	          recreated, then ConfirmRead(reader, to). Then it is done.
+//
+// [Client.Abandon] is possible until the old credential is retired: readers
+// go back to the old value and, for two-party, appliers retire the new slot
+// (ConfirmRetired(applier, to)). A rotation of a secret whose Spec names
+// NotRotatable fails with [ErrNotRotatable], naming why; of an operator's
+// value with [ErrOperatorValue]. [Client.Status] shows every rotation and the
+// parties it waits on.
+//
+// # Errors
+//
+// A refused request returns an [*Error] wrapping one of the sentinel errors
+// ([ErrNotFound], [ErrRefusedRecipient], [ErrConflict], ...); compare with
+// errors.Is. Transport failures are returned wrapped as they are.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client talks to one vaultd. It is safe for concurrent use.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// Dial returns a client for the vaultd listening on the unix socket at
+// socketPath ("unix://" prefix allowed). It connects lazily, per request.
+func Dial(socketPath string) *Client {
+	path := strings.TrimPrefix(socketPath, "unix://")
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:        16,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     30 * time.Second,
+	}
+	return &Client{socket: path, http: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path the client talks to.
+func (c *Client) Socket() string { return c.socket }
+
+// Close drops idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Recipient returns the vault's own age recipient: what [Client.Put] and
+// [Client.Adopt] values are sealed to.
+func (c *Client) Recipient(ctx context.Context) (string, error) {
+	var r RecipientResponse
+	if err := c.do(ctx, http.MethodGet, "/v1/recipient", nil, &r); err != nil {
+		return "", err
+	}
+	return r.Recipient, nil
+}
+
+// Seal makes the secret req.Name if absent and returns what every recipient
+// must hold now, sealed to it.
+func (c *Client) Seal(ctx context.Context, req SealRequest) (*SealResponse, error) {
+	var r SealResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/seal", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Put stores an operator's value; req.Ciphertext is the value sealed to
+// [Client.Recipient] (see [SealToVault]).
+func (c *Client) Put(ctx context.Context, req PutRequest) (*PutResponse, error) {
+	var r PutResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/put", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Adopt stores the secrets genesis made, recorded as the mesh's own. Adopting
+// the same value again is a no-op; a different value for a name already held
+// is refused with [ErrConflict].
+func (c *Client) Adopt(ctx context.Context, req AdoptRequest) (*AdoptResponse, error) {
+	var r AdoptResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/adopt", req, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Rotate starts a rotation of name, asked by an operator.
+func (c *Client) Rotate(ctx context.Context, name string) (*Rotation, error) {
+	var r Rotation
+	if err := c.do(ctx, http.MethodPost, "/v1/rotate", NameRequest{Name: name}, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Abandon abandons name's rotation; refused with [ErrConflict] once the old
+// credential is being retired.
+func (c *Client) Abandon(ctx context.Context, name string) (*Rotation, error) {
+	return c.step(ctx, "/v1/rotation/abandon", NameRequest{Name: name})
+}
+
+// ConfirmApplied records that the applier req.Recipient ensured version
+// req.Version. It returns the rotation after the step, or nil when the
+// rotation is done.
+func (c *Client) ConfirmApplied(ctx context.Context, req ConfirmRequest) (*Rotation, error) {
+	return c.step(ctx, "/v1/rotation/confirm-applied", req)
+}
+
+// ConfirmRead records that the reader req.Recipient reads version
+// req.Version (it was recreated and authenticated with it).
+func (c *Client) ConfirmRead(ctx context.Context, req ConfirmRequest) (*Rotation, error) {
+	return c.step(ctx, "/v1/rotation/confirm-read", req)
+}
+
+// ConfirmRetired records that the applier req.Recipient removed the
+// credential of version req.Version (never the consumer's resource).
+func (c *Client) ConfirmRetired(ctx context.Context, req ConfirmRequest) (*Rotation, error) {
+	return c.step(ctx, "/v1/rotation/confirm-retired", req)
+}
+
+func (c *Client) step(ctx context.Context, path string, req any) (*Rotation, error) {
+	var r struct {
+		Rotation *Rotation `json:"rotation"`
+	}
+	if err := c.do(ctx, http.MethodPost, path, req, &r); err != nil {
+		return nil, err
+	}
+	return r.Rotation, nil
+}
+
+// Status returns every secret, its origin, version and rotation.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var r Status
+	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("vaultd %s: encode request: %w", path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://vaultd"+path, body)
+	if err != nil {
+		return fmt.Errorf("vaultd %s: %w", path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("vaultd at %s: %w (is vaultd running? start it with `vaultd --dir DIR --listen unix://%s`)", c.socket, err, c.socket)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return fmt.Errorf("vaultd %s: read response: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb ErrorBody
+		if json.Unmarshal(data, &eb) != nil || eb.Error == "" {
+			return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("%s: %s", path, resp.Status)}
+		}
+		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, HintText: eb.Hint}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("vaultd %s: decode response: %w", path, err)
+	}
+	return nil
+}
