@@ -1,18 +1,91 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meshgen/meshgen/genesis"
+	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/client"
 )
 
-// TODO(issue): replaced by the real command.
 func newGenesisCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "genesis",
-		Short: "not built yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("genesis is not built yet")
+	var (
+		dir, name, vault, passwordFile string
+	)
+	cmd := &cobra.Command{
+		Use:   "genesis --dir DIR --name NAME [--vault SOCKET]",
+		Short: "Make a new mesh: its repository, its signing key and its first secrets",
+		Long: `Make a new mesh in DIR, which must not exist or must be empty:
+
+  DIR/mesh.git        a bare git repository whose first commit on main holds
+                      mesh.yaml, empty nodes/, catalog/ and assignments/, and
+                      keys/reconciler.pub
+  DIR/reconciler.key  the reconciler's signing key, in cosign's format,
+                      encrypted with the password from $COSIGN_PASSWORD or
+                      --password-file
+
+With --vault, genesis also generates the foundation's first secrets (the first
+enrolment token, mesh-enrolment-token) and delivers them to vaultd, encrypted
+to the vault's own key; vaultd records them as the mesh's own, so it can rotate
+them. Their values are never printed or written anywhere else.
+
+Genesis makes no node's key (hostd init makes it on the node) and not the
+vault's (vaultd makes its own). It never overwrites an existing mesh.`,
+		Example: `  export COSIGN_PASSWORD=...
+  meshgen genesis --dir /srv/mesh --name home --vault /run/vaultd/vault.sock`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			password, err := sign.ReadPassword(sign.PasswordSource{File: passwordFile})
+			if err != nil {
+				return err
+			}
+			defer clear(password)
+			opts := genesis.Options{Home: dir, Name: name, Password: password}
+			if vault != "" {
+				c := client.Dial(vault)
+				defer c.Close()
+				opts.Vault = c
+			}
+			res, err := genesis.Make(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			printGenesis(cmd.OutOrStdout(), name, res)
+			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&dir, "dir", "", "directory to make the mesh in (must not exist, or be empty)")
+	f.StringVar(&name, "name", "", "the mesh's name (lower-case letters, digits, dashes)")
+	f.StringVar(&vault, "vault", "", "vaultd's unix socket, to deliver the foundation's first secrets to")
+	f.StringVar(&passwordFile, "password-file", "", "file holding the signing key's password (default: $COSIGN_PASSWORD)")
+	_ = cmd.MarkFlagRequired("dir")
+	_ = cmd.MarkFlagRequired("name")
+	return cmd
+}
+
+// printGenesis tells the operator what genesis made and what to do next. It
+// names secrets, never their values.
+func printGenesis(w io.Writer, name string, res *genesis.Result) {
+	fmt.Fprintf(w, "made mesh %q in %s\n", name, res.Home)
+	fmt.Fprintf(w, "  repository   %s (main at %.12s)\n", res.Repo, res.Commit)
+	fmt.Fprintf(w, "  signing key  %s (encrypted; its public half is %s on main)\n", res.Key, genesis.PubFile)
+	if len(res.Delivered) > 0 {
+		for _, s := range res.Delivered {
+			fmt.Fprintf(w, "  delivered    %s to the vault, as the mesh's own (rotatable)\n", s)
+		}
+	} else {
+		fmt.Fprintln(w, "  no vault given: no secret was made; vaultd makes each one when first asked")
+	}
+	fmt.Fprintf(w, `
+next steps:
+  1. on each node: hostd init --name NODE ... ; commit the recipient it prints
+     as nodes/NODE.yaml (git clone %[1]s)
+  2. commit your catalog (catalog/contracts, catalog/modules) and assignments,
+     then check them: meshgen check --repo %[1]s
+  3. reconcile: meshgen reconcile --repo %[1]s --vault SOCKET --key %[2]s
+`, res.Repo, res.Key)
 }
