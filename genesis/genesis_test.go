@@ -19,6 +19,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
@@ -109,12 +110,13 @@ func TestMakeWritesTheFirstCommit(t *testing.T) {
 	}
 	files := strings.Fields(gitOut(t, res.Repo, "ls-tree", "-r", "--name-only", "main"))
 	want := []string{
-		"assignments/README.md",
-		"catalog/contracts/README.md",
-		"catalog/modules/README.md",
+		"README.md",
+		"assignments/.gitkeep",
+		"catalog/contracts/.gitkeep",
+		"catalog/modules/.gitkeep",
 		"keys/reconciler.pub",
 		"mesh.yaml",
-		"nodes/README.md",
+		"nodes/.gitkeep",
 	}
 	if strings.Join(files, " ") != strings.Join(want, " ") {
 		t.Errorf("files on main:\n got %v\nwant %v", files, want)
@@ -425,5 +427,25 @@ func TestFirstCommitReadsWithGoGit(t *testing.T) {
 	}
 	if c.NumParents() != 0 || !strings.HasPrefix(c.Message, "genesis: mesh \"demo\"") {
 		t.Errorf("first commit: parents %d, message %q", c.NumParents(), c.Message)
+	}
+}
+
+// The repository genesis makes is a mesh the loader reads from main, and
+// reads as empty: a name, defaults, and nothing else yet.
+func TestFirstCommitLoads(t *testing.T) {
+	res := makeMesh(t, nil)
+	repo, err := schema.LoadRef(res.Repo, "main")
+	if err != nil {
+		t.Fatalf("schema.LoadRef(main): %v", err)
+	}
+	if repo.Mesh.Name != "demo" || repo.Mesh.Defaults.Root != DefaultRoot || repo.Mesh.Defaults.PollInterval != DefaultPollInterval {
+		t.Errorf("mesh.yaml read as %+v", repo.Mesh)
+	}
+	if len(repo.Nodes)+len(repo.Contracts)+len(repo.Modules)+len(repo.Assignments) != 0 {
+		t.Errorf("a new mesh holds nodes %d, contracts %d, modules %d, assignments %d; want none",
+			len(repo.Nodes), len(repo.Contracts), len(repo.Modules), len(repo.Assignments))
+	}
+	if repo.Source != res.Commit {
+		t.Errorf("loaded from %s, want the first commit %s", repo.Source, res.Commit)
 	}
 }

@@ -17,8 +17,9 @@ import (
 const mainBranch = plumbing.ReferenceName("refs/heads/main")
 
 // firstFiles returns the files of the mesh's first commit on main, by
-// slash-separated path: mesh.yaml, the signing key's public half, and a
-// README in each folder an operator fills, so git keeps the folder.
+// slash-separated path: mesh.yaml, the signing key's public half, a README
+// saying what goes where, and an empty .gitkeep in each folder an operator
+// fills, so git keeps the folder (the loader skips dot files).
 func firstFiles(name string, pub []byte) map[string][]byte {
 	return map[string][]byte{
 		"mesh.yaml": []byte(fmt.Sprintf(`# The mesh: its name, and the defaults a node takes unless it states its own.
@@ -27,31 +28,26 @@ defaults:
   root: %s
   pollInterval: %s
 `, name, DefaultRoot, DefaultPollInterval)),
-		"keys/reconciler.pub": pub,
-		"nodes/README.md": []byte(`# Nodes
+		PubFile:                      pub,
+		"nodes/.gitkeep":             nil,
+		"catalog/contracts/.gitkeep": nil,
+		"catalog/modules/.gitkeep":   nil,
+		"assignments/.gitkeep":       nil,
+		"README.md": []byte(fmt.Sprintf(`# Mesh %s
 
-One file per machine, nodes/<node>.yaml, holding the age recipient that
-` + "`hostd init`" + ` printed on that machine:
+Made by `+"`meshgen genesis`"+`. What goes where:
 
-    recipient: age1...
-    facts:
-      address: 10.0.0.1
-`),
-		"catalog/contracts/README.md": []byte(`# Contracts
+| path | holds |
+|---|---|
+| mesh.yaml | the mesh's name and the defaults a node takes |
+| nodes/<node>.yaml | a machine: the age recipient `+"`hostd init`"+` printed on it, its root, its facts |
+| catalog/contracts/<provision>.yaml | a provision's contract: its fields, their types, which are secret |
+| catalog/modules/<module>/module.yaml | a module: seats it can hold, what it provides and requires, its resources in order |
+| assignments/<node>/<module>.yaml | a module on a node: values, pins, placements, seats held |
+| keys/reconciler.pub | the public key declarations are signed with; nodes are given it when enrolled |
 
-One file per provision, catalog/contracts/<provision>.yaml: the fields the
-provision promises, their types, and which are secret.
-`),
-		"catalog/modules/README.md": []byte(`# Modules
-
-One folder per module, catalog/modules/<module>/module.yaml: the seats it can
-hold, what it provides, what it requires, and its resources in order.
-`),
-		"assignments/README.md": []byte(`# Assignments
-
-One file per module on a node, assignments/<node>/<module>.yaml: the values,
-pins, placements and seats of that assignment.
-`),
+Check a change with `+"`meshgen check --repo .`"+` and review it with `+"`meshgen plan`"+`.
+`, name)),
 	}
 }
 
