@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshgen/meshgen/internal/ocitest"
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/internal/ocitest"
 )
 
 // imageName is the name the demo's image is built and loaded under
