@@ -50,7 +50,11 @@ type entry struct {
 
 // Layer returns the image's single layer: an uncompressed tar with sorted
 // names, a fixed mtime and numeric owner 0.
-func Layer() ([]byte, error) {
+func Layer() ([]byte, error) { return layer("") }
+
+// layer is [Layer] with /etc/variant holding variant when it is not empty, so
+// a test can have two images with different digests.
+func layer(variant string) ([]byte, error) {
 	bb, err := os.ReadFile(Busybox)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w (install busybox-static)", Busybox, err)
@@ -63,6 +67,9 @@ func Layer() ([]byte, error) {
 		{name: "etc/passwd", mode: 0o644, typ: tar.TypeReg, body: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n")},
 		{name: "root/", mode: 0o700, typ: tar.TypeDir},
 		{name: "tmp/", mode: 0o1777, typ: tar.TypeDir},
+	}
+	if variant != "" {
+		entries = append(entries, entry{name: "etc/variant", mode: 0o644, typ: tar.TypeReg, body: []byte(variant + "\n")})
 	}
 	for _, a := range Applets {
 		entries = append(entries, entry{name: "bin/" + a, mode: 0o777, typ: tar.TypeSymlink, link: "busybox"})
@@ -113,7 +120,13 @@ func sum(b []byte) string {
 // name (as "localhost/NAME:latest" once loaded), and the image's manifest
 // digest ("sha256:<hex>"). The same name always gives the same bytes.
 func Archive(name string) (archive []byte, digest string, err error) {
-	layer, err := Layer()
+	return VariantArchive(name, "")
+}
+
+// VariantArchive is [Archive] for an image that also holds /etc/variant with
+// variant in it: another variant is another digest.
+func VariantArchive(name, variant string) (archive []byte, digest string, err error) {
+	layer, err := layer(variant)
 	if err != nil {
 		return nil, "", err
 	}
@@ -171,7 +184,12 @@ func Archive(name string) (archive []byte, digest string, err error) {
 // Build writes the image archive for name into dir and returns its path and
 // the image's manifest digest ("sha256:<hex>").
 func Build(dir, name string) (archivePath, digest string, err error) {
-	archive, digest, err := Archive(name)
+	return BuildVariant(dir, name, "")
+}
+
+// BuildVariant is [Build] for [VariantArchive].
+func BuildVariant(dir, name, variant string) (archivePath, digest string, err error) {
+	archive, digest, err := VariantArchive(name, variant)
 	if err != nil {
 		return "", "", err
 	}

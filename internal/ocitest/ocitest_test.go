@@ -55,6 +55,15 @@ func TestLoadedImageRunsByDigest(t *testing.T) {
 	if _, err := s.Podman(ctx, "run", "--rm", "--pull=never", ref, "sh", "-c", "exit 3"); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("exit 3 gave %v", err)
 	}
+	// A variant is another image, another digest, and runs too.
+	v := s.LoadVariant(t, "busybox2", "two")
+	if v == ref || !strings.HasPrefix(v, "localhost/busybox2@sha256:") {
+		t.Fatalf("variant ref %q, plain %q", v, ref)
+	}
+	out, err = s.Podman(ctx, "run", "--rm", "--pull=never", v, "cat", "/etc/variant")
+	if err != nil || string(out) != "two\n" {
+		t.Fatalf("variant: %q, %v", out, err)
+	}
 	// A second load of the same image is the same reference.
 	if again := s.Load(t, "busybox"); again != ref {
 		t.Fatalf("second load %q, first %q", again, ref)

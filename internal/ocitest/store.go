@@ -114,9 +114,22 @@ func (s *Store) Load(t testing.TB, name string) string {
 	return ref
 }
 
+// LoadVariant is [Store.Load] for the image [VariantArchive] makes.
+func (s *Store) LoadVariant(t testing.TB, name, variant string) string {
+	t.Helper()
+	ref, err := s.LoadImageVariant(name, variant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
 // LoadImage is [Store.Load] returning an error instead of failing a test.
-func (s *Store) LoadImage(name string) (string, error) {
-	archive, digest, err := Build(s.TmpDir, name)
+func (s *Store) LoadImage(name string) (string, error) { return s.LoadImageVariant(name, "") }
+
+// LoadImageVariant is [Store.LoadVariant] returning an error.
+func (s *Store) LoadImageVariant(name, variant string) (string, error) {
+	archive, digest, err := BuildVariant(s.TmpDir, name, variant)
 	if err != nil {
 		return "", err
 	}
