@@ -95,6 +95,9 @@ const (
 	// PhaseRetiring waits on the appliers to retire the old two-party slot
 	// ([Client.ConfirmRetired]); after an abandon, the new one.
 	PhaseRetiring Phase = "retiring"
+	// PhaseDone is returned by a step that ended the rotation (nobody left
+	// to wait on).
+	PhaseDone Phase = "done"
 )
 
 // Duration is a time.Duration written in JSON as Go's duration text ("720h").

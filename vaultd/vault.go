@@ -1,0 +1,362 @@
+// Package vaultd is the vault: the only maker of the mesh's shared secrets
+// after genesis (design 27, ADR 0113). It makes a secret when first asked,
+// seals it with age to each node that needs it, holds operator and genesis
+// values, and rotates secrets without leaving anyone without a working
+// credential (ADR 0114).
+//
+// [Open] opens the vault in a directory; [Vault.Serve] answers the HTTP API
+// of package [github.com/meshgen/meshgen/vaultd/client] on a listener made by
+// [Listen] (a unix socket, mode 0600, where only the socket's owner is
+// answered). The reconciler drives rotations through the same API; the state
+// machine and its rules are documented in the client package and in
+// vaultd/internal/rotation.
+//
+// Nothing vaultd writes outside its store carries a value: not its log, not
+// its audit log, not an error, not an HTTP error body.
+package vaultd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"filippo.io/age"
+	"github.com/meshgen/meshgen/vaultd/client"
+	"github.com/meshgen/meshgen/vaultd/internal/rotation"
+	"github.com/meshgen/meshgen/vaultd/internal/store"
+)
+
+// Options configure a [Vault].
+type Options struct {
+	// Dir is the vault's directory: its identity, its records, its audit log.
+	Dir string
+	// NodesFile, when set, lists the mesh's node recipients (one age
+	// recipient a line, optionally after a node name; # comments). A seal
+	// to any other recipient is refused. It is read again when it changes.
+	NodesFile string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Vault holds the secrets. It is safe for concurrent use.
+type Vault struct {
+	store *store.FileStore
+	nodes *nodeList
+	audit *auditLog
+	now   func() time.Time
+
+	mu   sync.Mutex
+	recs map[string]*record
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/-]{0,199}$`)
+
+// Open opens (or, on first start, makes) the vault in opts.Dir and loads
+// every record.
+func Open(opts Options) (*Vault, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("vaultd needs a directory (--dir)")
+	}
+	st, err := store.Open(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	v := &Vault{store: st, now: opts.Now, recs: map[string]*record{}}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	if opts.NodesFile != "" {
+		v.nodes = &nodeList{path: opts.NodesFile}
+		if err := v.nodes.refresh(); err != nil {
+			return nil, err
+		}
+	}
+	err = st.All(func(data []byte) error {
+		var r record
+		if err := json.Unmarshal(data, &r); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if r.Values == nil {
+			r.Values = map[uint64]*value{}
+		}
+		if r.Sealed == nil {
+			r.Sealed = map[string][]byte{}
+		}
+		v.recs[r.Name] = &r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load the vault's records: %w", err)
+	}
+	if v.audit, err = openAudit(opts.Dir); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Close closes the audit log.
+func (v *Vault) Close() error { return v.audit.close() }
+
+// Recipient is the vault's own age recipient; values delivered to the vault
+// are sealed to it.
+func (v *Vault) Recipient() string { return v.store.Recipient().String() }
+
+func checkName(name string) error {
+	if !nameRE.MatchString(name) {
+		return refuse(client.ErrBadRequest, "", "secret name %q is not valid: letters, digits and . _ - @ : /, at most 200, starting with a letter or digit", truncate(name))
+	}
+	return nil
+}
+
+// truncate keeps an echoed name short; names are never values.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// put writes r and swaps it in. The caller holds v.mu.
+func (v *Vault) put(r *record) error {
+	r.prune()
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode record of %q: %w", r.Name, err)
+	}
+	if err := v.store.Put(r.Name, data); err != nil {
+		return fmt.Errorf("store secret %q: %w", r.Name, err)
+	}
+	v.recs[r.Name] = r
+	return nil
+}
+
+// newRecord makes the first value of a secret.
+func (v *Vault) newRecord(name string, origin client.Origin, spec client.Spec, val []byte, derived string) (*record, error) {
+	r := &record{Name: name, Origin: origin, Spec: spec, Last: 1, Values: map[uint64]*value{}, Sealed: map[string][]byte{}}
+	r.Rot = rotation.State{Kind: spec.Rotation, Current: rotation.Live{Version: 1}}
+	if spec.Rotation == client.TwoParty {
+		r.Rot.Current.Slot = client.SlotA
+	}
+	if derived == "" && spec.Format != "" {
+		var err error
+		if derived, err = derive(spec.Format, val); err != nil {
+			return nil, fmt.Errorf("secret %q: %w", name, err)
+		}
+	}
+	r.Values[1] = &value{Value: val, Derived: derived, DerivedFormat: spec.Format, Made: v.now().UTC()}
+	return r, nil
+}
+
+// Seal makes req.Name if absent and returns what each recipient must hold
+// now, sealed to it.
+func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealResponse, error) {
+	if err := checkName(req.Name); err != nil {
+		return nil, err
+	}
+	spec, err := normalize(req.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+	}
+	appliers, readers := uniq(req.Appliers), uniq(req.Recipients)
+	if len(appliers)+len(readers) == 0 {
+		return nil, refuse(client.ErrBadRequest, "", "seal %q: no recipients", req.Name)
+	}
+	parsed := map[string]age.Recipient{}
+	for _, r := range slices.Concat(appliers, readers) {
+		p, err := v.checkRecipient(r)
+		if err != nil {
+			return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+		}
+		parsed[r] = p
+	}
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.recs[req.Name]
+	r := old
+	dirty := false
+	change := func() {
+		if !dirty {
+			r, dirty = old.clone(), true
+		}
+	}
+	if old == nil {
+		if spec.Operator {
+			return nil, refuse(client.ErrNotDelivered, fmt.Sprintf("deliver it with `meshgen vault put %s`", req.Name),
+				"secret %q is an operator's value and has not been delivered yet", req.Name)
+		}
+		if r, err = v.newRecord(req.Name, client.OriginMesh, spec, makeValue(spec), ""); err != nil {
+			return nil, err
+		}
+		dirty = true
+	}
+	if r.Origin == client.OriginOperator {
+		// An operator's value is one value, replaced only by the operator.
+		spec.Rotation, spec.MaxAge = client.OneParty, 0
+	}
+	if !specEqual(r.Spec, spec) {
+		if r.Rot.Kind != spec.Rotation && !r.Rot.Idle() {
+			return nil, refuse(client.ErrConflict, fmt.Sprintf("let the rotation finish or abandon it with `meshgen vault rotate --abandon %s`", req.Name),
+				"seal %q: rotation kind changes from %s to %s while a rotation is %s", req.Name, r.Rot.Kind, spec.Rotation, r.Rot.Phase)
+		}
+		change()
+		r.Spec = spec
+		setKind(&r.Rot, spec.Rotation)
+	}
+	if !slices.Equal(r.Appliers, appliers) || !slices.Equal(r.Readers, readers) {
+		change()
+		r.Appliers, r.Readers = appliers, readers
+		r.Rot.Recipients(appliers, readers)
+	}
+	if v.due(r) {
+		change()
+		if err := v.start(r, "max-age"); err != nil {
+			return nil, err
+		}
+	}
+	// Every live value has the derived form its spec asks for.
+	for _, l := range r.Rot.Live() {
+		val := r.Values[l.Version]
+		if r.Spec.Format != "" && val.DerivedFormat != r.Spec.Format {
+			change()
+			val = r.Values[l.Version]
+			if val.Derived, err = derive(r.Spec.Format, val.Value); err != nil {
+				return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+			}
+			val.DerivedFormat = r.Spec.Format
+		}
+	}
+	resp := &client.SealResponse{Name: r.Name, Origin: r.Origin, Slots: r.Rot.Slots(), Rotation: r.Rot.Status(r.Name)}
+	rv := r.Rot.ReaderVersion()
+	resp.Version, resp.Slot = rv.Version, rv.Slot
+	for _, d := range r.Rot.Deliveries(appliers, readers) {
+		items := []client.Item{client.ItemValue}
+		if d.Role == client.RoleApplier && r.Values[d.Live.Version].Derived != "" {
+			items = append(items, client.ItemDerived)
+		}
+		for _, item := range items {
+			key := cacheKey(d.Recipient, d.Live.Version, item)
+			ct, ok := r.Sealed[key]
+			if !ok {
+				change()
+				val := r.Values[d.Live.Version]
+				plain := val.Value
+				if item == client.ItemDerived {
+					plain = []byte(val.Derived)
+				}
+				if ct, err = seal(parsed[d.Recipient], plain); err != nil {
+					return nil, fmt.Errorf("seal %q to %s: %w", r.Name, d.Recipient, err)
+				}
+				r.Sealed[key] = ct
+			}
+			resp.Sealed = append(resp.Sealed, client.Sealed{
+				Recipient: d.Recipient, Role: d.Role, Slot: d.Live.Slot, Version: d.Live.Version,
+				Item: item, Current: d.Current, Ciphertext: ct, SHA256: sha256hex(ct),
+			})
+		}
+	}
+	if dirty {
+		if err := v.put(r); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+func specEqual(a, b client.Spec) bool { return a == b }
+
+// setKind changes an idle secret's rotation kind: a two-party secret's
+// current value takes slot A.
+func setKind(s *rotation.State, kind string) {
+	if s.Kind == kind || !s.Idle() {
+		return
+	}
+	s.Kind = kind
+	s.Current.Slot = client.SlotNone
+	if kind == client.TwoParty {
+		s.Current.Slot = client.SlotA
+	}
+}
+
+func (v *Vault) checkRecipient(r string) (age.Recipient, error) {
+	p, err := age.ParseX25519Recipient(r)
+	if err != nil {
+		return nil, refuse(client.ErrBadRequest, "", "recipient %q is not an age X25519 recipient", truncate(r))
+	}
+	if v.nodes != nil {
+		ok, err := v.nodes.has(r)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, refuse(client.ErrRefusedRecipient, "a node's recipient is in nodes/<node>.yaml; enrol the node first",
+				"recipient %s is not a node of the mesh", r)
+		}
+	}
+	return p, nil
+}
+
+func seal(r age.Recipient, plain []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	w, err := age.Encrypt(&buf, r)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.Write(plain); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// open decrypts a value sealed to the vault's recipient.
+func (v *Vault) open(ct []byte) ([]byte, error) {
+	if len(ct) == 0 {
+		return nil, refuse(client.ErrBadRequest, "", "no value")
+	}
+	rd, err := age.Decrypt(bytes.NewReader(ct), v.store.Identity())
+	if err != nil {
+		return nil, refuse(client.ErrBadRequest, "seal the value to the vault's recipient (`meshgen vault put` does)", "the value is not sealed to the vault's recipient")
+	}
+	val, err := io.ReadAll(io.LimitReader(rd, maxValue+1))
+	if err != nil {
+		return nil, refuse(client.ErrBadRequest, "", "the sealed value is damaged")
+	}
+	if len(val) == 0 || len(val) > maxValue {
+		return nil, refuse(client.ErrBadRequest, "", "a value is 1 to %d bytes", maxValue)
+	}
+	return val, nil
+}
+
+// Status lists every secret by name.
+func (v *Vault) Status() *client.Status {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	st := &client.Status{Recipient: v.Recipient(), Secrets: []client.SecretStatus{}}
+	for _, r := range v.recs {
+		st.Secrets = append(st.Secrets, client.SecretStatus{
+			Name: r.Name, Origin: r.Origin, Version: r.Rot.ReaderVersion().Version, Kind: r.Rot.Kind,
+			Made: r.Values[r.Rot.Current.Version].Made, Slots: r.Rot.Slots(),
+			Appliers: slices.Clone(r.Appliers), Readers: slices.Clone(r.Readers),
+			NotRotatable: r.Spec.NotRotatable, Rotation: r.Rot.Status(r.Name),
+		})
+	}
+	sort.Slice(st.Secrets, func(i, j int) bool { return st.Secrets[i].Name < st.Secrets[j].Name })
+	return st
+}
+
+func uniq(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
