@@ -1,0 +1,147 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/hostd/podman"
+)
+
+// ApplyTarget applies the newest declaration that verified (see
+// [Host.Adopt] and [Host.Once]). The declaration is verified again from the
+// state directory before anything is touched.
+func (h *Host) ApplyTarget(ctx context.Context) (declaration.Report, error) {
+	t, err := h.loadTarget()
+	if errors.Is(err, fs.ErrNotExist) {
+		rep := declaration.Report{Mesh: h.cfg.Mesh, Node: h.cfg.Node, Time: time.Now().UTC()}
+		return rep, errors.New("no declaration has verified yet: nothing to apply")
+	}
+	if err != nil {
+		return declaration.Report{}, err
+	}
+	d, err := Verify(h.pub, h.cfg.Node, h.cfg.Mesh, h.roots, Last{}, t.Branch)
+	if err != nil {
+		return declaration.Report{}, fmt.Errorf("the recorded target no longer verifies: %w", err)
+	}
+	return h.Apply(ctx, d, t.Branch)
+}
+
+// applier is the state of one apply.
+type applier struct {
+	h        *Host
+	d        *declaration.Declaration
+	br       Branch
+	st       *state
+	prev     map[string]string // st.Applied as it was when the apply began
+	digests  map[string]string
+	observed map[string]podman.Observed
+	byID     map[string]*declaration.Resource
+	byPath   map[string]string // file path -> resource ID, of files seen so far
+	// changed maps the ID of every resource this apply changed to what
+	// happened ("changed", "ran"): a container or step that reads it reacts.
+	changed map[string]string
+}
+
+// Apply applies d, whose sealed files are in br, in declared order, never
+// sorted: observe (one query of the runtime), then per resource compare, act
+// and record. The first failure halts the apply; what follows is reported
+// gated and is not touched (ADR 0052). What worked is recorded as it works, so
+// a crash at any point leaves a state the next apply converges from.
+//
+// d must have passed [Verify]; Apply does not check the signature again.
+func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch) (rep declaration.Report, err error) {
+	rep = declaration.Report{Mesh: d.Mesh, Node: d.Node, Attempted: d.Generation, Source: d.Source}
+	st, err := h.loadState()
+	if err != nil {
+		return rep, err
+	}
+	a := &applier{
+		h: h, d: d, br: br, st: st, digests: d.Digests(),
+		prev:    make(map[string]string, len(st.Applied)),
+		byID:    make(map[string]*declaration.Resource, len(d.Resources)),
+		byPath:  map[string]string{},
+		changed: map[string]string{},
+	}
+	for k, v := range st.Applied {
+		a.prev[k] = v
+	}
+	defer func() {
+		rep.Time = time.Now().UTC()
+		if err == nil {
+			st.Generation = d.Generation
+		}
+		rep.Generation = st.Generation
+		err = errors.Join(err, h.saveState(st), writeJSON(h.statePath(reportFile), &rep))
+	}()
+
+	a.observed, err = h.rt.List(ctx, d.Mesh)
+	if err != nil {
+		for _, r := range d.Resources {
+			rep.Resources = append(rep.Resources, declaration.Result{ID: r.ID, Kind: r.Kind, Outcome: declaration.Gated,
+				Reason: "containers could not be observed", Digest: a.digests[r.ID]})
+		}
+		return rep, fmt.Errorf("observe containers: %w", err)
+	}
+
+	var failed error
+	for i := range d.Resources {
+		r := &d.Resources[i]
+		a.byID[r.ID] = r
+		res := declaration.Result{ID: r.ID, Kind: r.Kind, Digest: a.digests[r.ID]}
+		if failed != nil {
+			res.Outcome, res.Reason = declaration.Gated, "an earlier resource failed"
+			rep.Resources = append(rep.Resources, res)
+			continue
+		}
+		var aerr error
+		res.Outcome, res.Reason, aerr = a.apply(ctx, r)
+		if aerr != nil {
+			res.Outcome, res.Reason = declaration.Failed, aerr.Error()
+			failed = fmt.Errorf("apply %q: %w", r.ID, aerr)
+		} else if rerr := a.record(r, res.Outcome); rerr != nil {
+			res.Outcome, res.Reason = declaration.Failed, rerr.Error()
+			failed = fmt.Errorf("record %q: %w", r.ID, rerr)
+		}
+		if r.File != nil {
+			a.byPath[r.File.Path] = r.ID
+		}
+		rep.Resources = append(rep.Resources, res)
+	}
+	rep.Answers = a.answers(rep.Resources)
+	return rep, failed
+}
+
+func (a *applier) apply(ctx context.Context, r *declaration.Resource) (declaration.Outcome, string, error) {
+	switch {
+	case r.File != nil:
+		return a.file(r)
+	case r.Directory != nil:
+		return a.directory(r)
+	case r.Container != nil && r.Container.RunOnce:
+		return a.step(ctx, r)
+	case r.Container != nil:
+		return a.container(ctx, r)
+	}
+	return "", "", fmt.Errorf("resource %q has no body", r.ID)
+}
+
+// record writes what worked (ADR 0018); an unchanged resource whose record
+// already holds costs nothing.
+func (a *applier) record(r *declaration.Resource, o declaration.Outcome) error {
+	dg := a.digests[r.ID]
+	dirty := a.st.Applied[r.ID] != dg
+	a.st.Applied[r.ID] = dg
+	if r.Container != nil && r.Container.RunOnce && o == declaration.Ran {
+		// The marker is written only after the step exited 0 (ADR 0052).
+		dirty = dirty || a.st.Markers[r.ID] != dg
+		a.st.Markers[r.ID] = dg
+	}
+	if !dirty {
+		return nil
+	}
+	return a.h.saveState(a.st)
+}

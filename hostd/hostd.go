@@ -1,0 +1,136 @@
+// Package hostd is the node side of meshgen: it fetches the node's signed
+// declaration from branch node/<name>, verifies it against the key installed
+// at enrolment, decrypts its sealed files with the node's age identity,
+// applies it in declared order, records what worked, and pushes a report to
+// branch status/<name>.
+//
+// The phases live in their own files: [Fetch] (fetch.go), [Verify]
+// (verify.go), decrypt.go, [Host.Apply] (apply.go), record.go, push.go. Use
+// [Init] once on a node to make its age identity, [New] to build a [Host]
+// from a [Config] ([LoadConfig] reads the local file), then [Host.Once] for
+// one poll-and-apply or [Host.Run] for the loop.
+//
+// A declaration that cannot be trusted is refused as a whole with a
+// [*Refusal]: nothing is applied and the last applied state is kept.
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"filippo.io/age"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/hostd/podman"
+)
+
+// Runtime runs containers. [podman.Podman] is the implementation on a real
+// machine; its conformance runs in this package's tests.
+type Runtime interface {
+	// List returns every container labelled with the mesh, by name, in one
+	// query.
+	List(ctx context.Context, mesh string) (map[string]podman.Observed, error)
+	// Run creates and starts a long-running container.
+	Run(ctx context.Context, s podman.Spec) error
+	// RunOnce runs a container to completion and removes it; a non-zero exit
+	// is an [*podman.ExitError].
+	RunOnce(ctx context.Context, s podman.Spec) error
+	// Start starts a stopped container.
+	Start(ctx context.Context, name string) error
+	// Remove removes a container, running or not; a missing one is no error.
+	Remove(ctx context.Context, name string) error
+}
+
+// Host applies one node's declarations.
+type Host struct {
+	cfg      Config
+	rt       Runtime
+	pub      []byte // the enrolment public key, PEM
+	identity []age.Identity
+	roots    []string
+}
+
+// New checks cfg, reads the enrolment public key and the age identity, and
+// returns a Host. The runtime is podman with cfg.Podman unless cfg.Runtime is
+// set.
+func New(cfg Config) (*Host, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	pub, err := os.ReadFile(cfg.PublicKey)
+	if err != nil {
+		return nil, fmt.Errorf("read the enrolment public key: %w (install the reconciler's cosign public key at publicKey)", err)
+	}
+	if _, err := loadVerifier(pub); err != nil {
+		return nil, fmt.Errorf("enrolment public key %s: %w", cfg.PublicKey, err)
+	}
+	ids, err := readIdentity(cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{cfg: cfg, rt: cfg.Runtime, pub: pub, identity: ids}
+	if h.rt == nil {
+		h.rt = podman.New(podman.Options{
+			Binary: cfg.Podman.Binary, Root: cfg.Podman.Root, RunRoot: cfg.Podman.RunRoot, TmpDir: cfg.Podman.TmpDir,
+			StopTimeout: cfg.Podman.StopTimeoutSeconds(), AllowPulls: cfg.AllowPulls,
+		})
+	}
+	h.roots = append([]string{filepath.Clean(cfg.Root)}, cleanAll(cfg.ExtraRoots)...)
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make state directory: %w", err)
+	}
+	return h, nil
+}
+
+func cleanAll(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = filepath.Clean(p)
+	}
+	return out
+}
+
+// Once polls the remote and applies: fetch branch node/<name> (one round
+// trip when nothing is new), verify anything new, and apply the newest
+// declaration that verified, which also corrects drift. It records the
+// outcome, writes the textfile and pushes the report when a push URL is set.
+//
+// A refused declaration gives a report with Refused set and a [*Refusal]
+// error; the last good declaration is applied again in its place. A failed
+// resource gives a report with the failure and an error naming it.
+func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
+	st, err := h.loadState()
+	if err != nil {
+		return declaration.Report{}, err
+	}
+	var refusal error
+	br, err := h.Fetch(ctx, st.Fetched)
+	switch {
+	case errors.Is(err, ErrNothingNew):
+	case err != nil:
+		return declaration.Report{}, err
+	default:
+		st.Fetched = br.Commit
+		if _, verr := h.adopt(st, br); verr != nil {
+			refusal = verr
+			st.Refused = verr.Error()
+		} else {
+			st.Refused = ""
+		}
+		if err := h.saveState(st); err != nil {
+			return declaration.Report{}, err
+		}
+	}
+	rep, err := h.ApplyTarget(ctx)
+	if st.Refused != "" {
+		rep.Refused = st.Refused
+		if refusal == nil {
+			refusal = &Refusal{Reasons: []error{errors.New(st.Refused)}}
+		}
+	}
+	err = errors.Join(refusal, err)
+	return rep, errors.Join(err, h.publish(ctx, rep))
+}

@@ -1,0 +1,91 @@
+package hostd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+)
+
+// Lock takes hostd's exclusive lock on its state directory, so a timer's
+// `hostd apply --once` and a running `hostd run` never apply at once. The
+// returned function releases it; the kernel releases it if hostd dies.
+func (h *Host) Lock() (unlock func(), err error) {
+	f, err := os.OpenFile(h.statePath("lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("take state lock: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// RunOptions tune [Host.Run].
+type RunOptions struct {
+	// OnReport is called after each poll with its report and error.
+	OnReport func(declaration.Report, error)
+	// MaxBackoff bounds the wait after failures; 8 intervals when zero.
+	MaxBackoff time.Duration
+}
+
+// Run polls and applies every interval, jittered by up to a tenth so a
+// fleet does not poll in step, until ctx ends. When the remote cannot be
+// reached the wait doubles up to MaxBackoff; the last good declaration is
+// kept and applied meanwhile (drift is still corrected).
+func (h *Host) Run(ctx context.Context, opts RunOptions) error {
+	interval := time.Duration(h.cfg.Interval)
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = 8 * interval
+	}
+	wait := interval
+	for {
+		rep, err := h.locked(ctx)
+		if opts.OnReport != nil {
+			opts.OnReport(rep, err)
+		}
+		var refusal *Refusal
+		switch {
+		case err == nil, errors.As(err, &refusal):
+			wait = interval
+		default:
+			wait = min(2*wait, opts.MaxBackoff)
+			if !reachable(err) {
+				// The remote is down: keep the machine at its last good state.
+				if _, aerr := h.ApplyTarget(ctx); aerr != nil && opts.OnReport != nil {
+					opts.OnReport(declaration.Report{}, aerr)
+				}
+			}
+		}
+		jitter := time.Duration(rand.Int64N(int64(wait)/10 + 1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait + jitter):
+		}
+	}
+}
+
+func (h *Host) locked(ctx context.Context) (declaration.Report, error) {
+	unlock, err := h.Lock()
+	if err != nil {
+		return declaration.Report{}, err
+	}
+	defer unlock()
+	return h.Once(ctx)
+}
+
+// OnceLocked is [Host.Once] under the state lock.
+func (h *Host) OnceLocked(ctx context.Context) (declaration.Report, error) { return h.locked(ctx) }
+
+// reachable reports whether an error of Once came after the remote answered.
+func reachable(err error) bool {
+	var fe *fetchError
+	return !errors.As(err, &fe)
+}
