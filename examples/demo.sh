@@ -305,7 +305,12 @@ REPORTER_OUT=$(find "$WORK/n2/root" -name store-password -printf '%h\n' | head -
 [ -n "$STORE_DATA" ] || fail "the seed step wrote no seed.log under n1's root"
 [ -n "$REPORTER_OUT" ] || fail "no store-password file under n2's root"
 say "the step seeded the store before its server started:"
-say "  $(cat "$STORE_DATA/banner")"
+say "  banner: $(cat "$STORE_DATA/banner")"
+say "and, as the store's provisioner, found the reporter's password (sealed to n1 too)"
+say "and added its login to the create-once accounts.txt:"
+sed 's/^/     /' "$STORE_DATA/accounts.txt"
+grep -qvE '^(#|$)' "$STORE_DATA/accounts.txt" || fail "the store's step added no consumer login to accounts.txt"
+ACCOUNTS=$(cat "$STORE_DATA/accounts.txt")
 for _ in $(seq 50); do [ -s "$REPORTER_OUT/report" ] && break; sleep 0.1; done
 say "the reporter on n2 says:"
 sed 's/^/     /' "$REPORTER_OUT/report"
@@ -320,15 +325,13 @@ run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a 
 # --- 9. nothing changed: nothing happens ----------------------------------------
 
 heading "Apply again with nothing changed: nothing runs, and what grew in a seed survives"
-echo "reporter-on-n2 added by the store" >>"$STORE_DATA/accounts.txt"
-say "(the store appended a line to its create-once accounts.txt, as a server would)"
 apply_all
 for n in "${NODES[@]}"; do expect_ok "$n"; done
 expect n1 store/seed unchanged
 expect n1 store/server unchanged
 expect n1 store/accounts kept
 expect n2 reporter/reporter unchanged
-grep -q '^reporter-on-n2 added by the store$' "$STORE_DATA/accounts.txt" || fail "the create-once file was overwritten"
+[ "$(cat "$STORE_DATA/accounts.txt")" = "$ACCOUNTS" ] || fail "the create-once accounts.txt was overwritten"
 [ "$(wc -l <"$STORE_DATA/seed.log")" = 1 ] || fail "the seed step ran again with nothing changed"
 
 # --- 10. a change ---------------------------------------------------------------
@@ -361,7 +364,8 @@ expect n2 reporter/reporter recreated
 for _ in $(seq 50); do grep -q '^hello again from ' "$REPORTER_OUT/report" 2>/dev/null && break; sleep 0.1; done
 grep -q '^hello again from ' "$REPORTER_OUT/report" || fail "the recreated reporter does not greet with the new value"
 [ "$(wc -l <"$STORE_DATA/seed.log")" = 2 ] || fail "the seed step did not run exactly once more"
-say "  $(cat "$STORE_DATA/banner")"
+say "  banner: $(cat "$STORE_DATA/banner")"
+[ "$(cat "$STORE_DATA/accounts.txt")" = "$ACCOUNTS" ] || fail "the create-once accounts.txt changed"
 run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a failed or stale node"
 
 # --- 11. no secret anywhere -------------------------------------------------------
