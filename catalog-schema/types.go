@@ -16,6 +16,9 @@ type Repo struct {
 	Modules   map[string]*Module   // by module name (directory name)
 	// Assignments in a fixed order: by node, then by module.
 	Assignments []*Assignment
+	// Source is the commit the repository was read from, as a full hash;
+	// empty when it was read from a directory.
+	Source string
 }
 
 // Pos is where a value stands in a file of the repository.
@@ -30,6 +33,8 @@ type Mesh struct {
 	Name     string       `yaml:"name" json:"name"`
 	Defaults MeshDefaults `yaml:"defaults,omitempty" json:"defaults,omitempty"`
 	Pos      Pos          `yaml:"-" json:"-"`
+	// FieldPos holds where each value stands, keyed by its YAML path.
+	FieldPos map[string]Pos `yaml:"-" json:"-"`
 }
 
 // MeshDefaults are the settings a node takes unless it states its own.
@@ -54,6 +59,8 @@ type Node struct {
 	// Facts are what the host answers host-fact requirements with.
 	Facts NodeFacts `yaml:"facts,omitempty" json:"facts,omitempty"`
 	Pos   Pos       `yaml:"-" json:"-"`
+	// FieldPos holds where each value stands, keyed by its YAML path.
+	FieldPos map[string]Pos `yaml:"-" json:"-"`
 }
 
 // NodeFacts are facts about a machine a module may require.
@@ -87,6 +94,9 @@ type Contract struct {
 	// delivered to both the provider and the consumer (design 27).
 	PerConsumerSecret *PerConsumerSecret `yaml:"perConsumerSecret,omitempty" json:"perConsumerSecret,omitempty"`
 	Pos               Pos                `yaml:"-" json:"-"`
+	// FieldPos holds where each value stands, keyed by its YAML path
+	// such as "$.fields.password.type".
+	FieldPos map[string]Pos `yaml:"-" json:"-"`
 }
 
 // Field is one field of a contract and what it promises.
@@ -167,6 +177,9 @@ type Module struct {
 	// Resources in author order; rendered in this order (ADR 0052).
 	Resources []Resource `yaml:"resources,omitempty" json:"resources,omitempty"`
 	Pos       Pos        `yaml:"-" json:"-"`
+	// FieldPos holds where each value and list item stands, keyed by its
+	// YAML path such as "$.requires[1].seat" or "$.resources[0].env.HOME".
+	FieldPos map[string]Pos `yaml:"-" json:"-"`
 }
 
 // Provision is one provision a module provides.
