@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/internal/ocitest"
+	"github.com/meshgen/meshgen/reconciler"
 )
 
 // imageName is the name the demo's image is built and loaded under
@@ -102,4 +105,92 @@ func TestDemoMeshLoads(t *testing.T) {
 	if len(repo.Assignments) != 2 || len(repo.Modules) != 2 {
 		t.Errorf("demo mesh: %d assignments, %d modules; want 2 and 2", len(repo.Assignments), len(repo.Modules))
 	}
+}
+
+// The demo mesh resolves and renders what the demo shows: on n1 the store's
+// step before its server, naming the message it reads and the consumer
+// files the mesh writes for it; on n2 the reporter's password as a sealed
+// file, never a value, and the operator's greeting in its environment.
+func TestDemoMeshRenders(t *testing.T) {
+	repo, err := schema.LoadDir(meshFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{})
+	if err != nil {
+		t.Fatalf("the demo mesh does not resolve:\n%v", err)
+	}
+	decls, err := reconciler.Render(res, reconciler.Unsealed{})
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	byID := func(node string) map[string]declaration.Resource {
+		m := map[string]declaration.Resource{}
+		for _, r := range decls[node].Resources {
+			m[r.ID] = r
+		}
+		return m
+	}
+	order := func(node string, ids ...string) {
+		t.Helper()
+		var got []string
+		for _, r := range decls[node].Resources {
+			if slices.Contains(ids, r.ID) {
+				got = append(got, r.ID)
+			}
+		}
+		if !slices.Equal(got, ids) {
+			t.Errorf("%s applies %v in the order %v, want %v", node, ids, got, ids)
+		}
+	}
+
+	n1 := byID("n1")
+	order("n1", "store/data", "store/motd", "store/accounts", "store/seed", "store/server")
+	seed := n1["store/seed"].Container
+	if seed == nil || !seed.RunOnce {
+		t.Fatalf("store/seed is not a run-once step: %+v", n1["store/seed"])
+	}
+	if !slices.Contains(seed.RestartOn, "store/motd") {
+		t.Errorf("store/seed restartOn %v does not name store/motd (ADR 0099)", seed.RestartOn)
+	}
+	consumerSecret := false
+	for _, id := range seed.RestartOn {
+		if f := n1[id].File; f != nil && f.Secret != nil {
+			consumerSecret = true
+		}
+	}
+	if !consumerSecret {
+		t.Errorf("store/seed restartOn %v names no per-consumer secret file", seed.RestartOn)
+	}
+	if s := n1["store/server"].Container; s == nil || s.RunOnce || !slices.Contains(s.RestartOn, "store/seed") {
+		t.Errorf("store/server is not a long-running container naming store/seed: %+v", n1["store/server"])
+	}
+	if f := n1["store/accounts"].File; f == nil || !f.CreateOnce {
+		t.Errorf("store/accounts is not create-once: %+v", n1["store/accounts"])
+	}
+
+	n2 := byID("n2")
+	order("n2", "reporter/out", "reporter/password", "reporter/reporter")
+	pw := n2["reporter/password"].File
+	if pw == nil || pw.Secret == nil || pw.Content != "" || pw.Mode != "0600" {
+		t.Fatalf("reporter/password is not a sealed secret file of mode 0600: %+v", n2["reporter/password"])
+	}
+	rep := n2["reporter/reporter"].Container
+	if rep == nil || rep.Env["GREETING"] != "hello from the demo" || rep.Env["STORE_HOST"] != "127.0.0.1" {
+		t.Fatalf("reporter/reporter env %v, want the operator's greeting and the store's host", rep)
+	}
+	if n1Secret := n1[seedSecretID(t, seed.RestartOn, n1)].File.Secret; n1Secret.Name != pw.Secret.Name {
+		t.Errorf("n1 applies secret %q, n2 reads %q: want the one per-consumer secret on both", n1Secret.Name, pw.Secret.Name)
+	}
+}
+
+func seedSecretID(t *testing.T, ids []string, rs map[string]declaration.Resource) string {
+	t.Helper()
+	for _, id := range ids {
+		if f := rs[id].File; f != nil && f.Secret != nil {
+			return id
+		}
+	}
+	t.Fatal("no secret file under the step's restartOn")
+	return ""
 }
