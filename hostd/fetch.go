@@ -184,7 +184,6 @@ func redact(url string) string {
 	return ep.String()
 }
 
-
 // fetchError is a failure to reach the remote.
 type fetchError struct{ err error }
 

@@ -1,0 +1,214 @@
+package hostd
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/hostd/podman"
+)
+
+// A secret file's new version recreates the container that reads it (mounted
+// directly, or as an env-file), with no restartOn declared: restarts are
+// derived. The plaintext reaches only the target file and the container, never
+// a report, a record or an error.
+func TestSecretChangeRecreatesItsReader(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	values := []string{"pw-one-9f3a1c", "pw-two-77b0e2", "env-one-51d2", "env-two-c4a8"}
+	unrelated := "x"
+	decl := func(file, env sealed) *declaration.Declaration {
+		env.ref.EnvVar = "DB_PASSWORD"
+		return f.decl(
+			declaration.Resource{ID: "m/token", Kind: declaration.KindFile, Module: "m",
+				File: &declaration.File{Path: f.path("secrets/token"), Mode: "0600", Secret: file.ref}},
+			declaration.Resource{ID: "m/db-env", Kind: declaration.KindFile, Module: "m",
+				File: &declaration.File{Path: f.path("secrets/db.env"), Mode: "0600", Secret: env.ref}},
+			fileRes("m/unrelated", f.path("unrelated.conf"), unrelated),
+			ctrRes("m/app", declaration.Container{
+				Name: f.cname("app"), Command: sleeper,
+				Mounts:   []declaration.Mount{{Source: f.path("secrets/token"), Target: "/run/secrets/token", ReadOnly: true}},
+				EnvFiles: []declaration.EnvFile{{File: "m/db-env", Reason: "the image reads DB_PASSWORD only from its environment"}},
+			}),
+		)
+	}
+	var outputs []string
+	keep := func(rep declaration.Report, err error) declaration.Report {
+		b, _ := json.Marshal(rep)
+		outputs = append(outputs, string(b), FormatText(rep), Textfile(rep))
+		if err != nil {
+			outputs = append(outputs, err.Error())
+			t.Fatal(err)
+		}
+		return rep
+	}
+	file1, env1 := f.seal("token", 1, values[0]), f.seal("db", 1, values[2])
+	rep := keep(f.apply(decl(file1, env1), file1, env1))
+	expectOutcome(t, rep, "m/app", declaration.Created)
+	if got := readFile(t, f.path("secrets/token")); got != values[0] {
+		t.Fatal("the secret file does not hold the plaintext")
+	}
+	if fi, _ := os.Stat(f.path("secrets/token")); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file mode %v", fi.Mode())
+	}
+	if got := f.mustPodman("exec", f.cname("app"), "sh", "-c", "cat /run/secrets/token; echo; echo $DB_PASSWORD"); got != values[0]+"\n"+values[2]+"\n" {
+		t.Fatalf("the container reads %q", got)
+	}
+
+	// A changed unrelated file does not touch the container.
+	unrelated = "y"
+	rep = keep(f.apply(decl(file1, env1), file1, env1))
+	expectOutcome(t, rep, "m/unrelated", declaration.Corrected)
+	expectOutcome(t, rep, "m/app", declaration.Unchanged)
+
+	file2 := f.seal("token", 2, values[1])
+	rep = keep(f.apply(decl(file2, env1), file2, env1))
+	r := expectOutcome(t, rep, "m/app", declaration.Recreated)
+	if r.Reason != `"m/token" changed` {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	if got := f.mustPodman("exec", f.cname("app"), "cat", "/run/secrets/token"); got != values[1] {
+		t.Fatalf("after rotation the container reads %q", got)
+	}
+
+	env2 := f.seal("db", 2, values[3])
+	rep = keep(f.apply(decl(file2, env2), file2, env2))
+	r = expectOutcome(t, rep, "m/app", declaration.Recreated)
+	if r.Reason != `"m/db-env" changed` {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	if got := f.mustPodman("exec", f.cname("app"), "sh", "-c", "echo $DB_PASSWORD"); got != values[3]+"\n" {
+		t.Fatalf("after rotation the env holds %q", got)
+	}
+
+	// No plaintext in any report, text, textfile, error or record.
+	filepath.WalkDir(f.cfg.StateDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			outputs = append(outputs, string(b))
+		}
+		return nil
+	})
+	for _, out := range outputs {
+		for _, v := range values {
+			if strings.Contains(out, v) {
+				t.Fatalf("a secret's plaintext leaked into output or records")
+			}
+		}
+	}
+}
+
+// A container stopped by hand is started again; one recreated by hand with
+// another env, or another image, is put back. Both are corrected, with what
+// differed.
+func TestContainerDriftIsCorrected(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	name := f.cname("web")
+	d := f.decl(ctrRes("m/web", declaration.Container{Name: name, Command: sleeper, Env: map[string]string{"GREETING": "hello"}}))
+	f.mustApply(d)
+	labels := func() []string {
+		out := f.mustPodman("container", "inspect", "--format", "{{json .Config.Labels}}", name)
+		var m map[string]string
+		json.Unmarshal([]byte(out), &m)
+		var args []string
+		for k, v := range m {
+			if strings.HasPrefix(k, "meshgen.") {
+				args = append(args, "--label", k+"="+v)
+			}
+		}
+		return args
+	}
+	// Recreate by hand under the same name, labels (digest included) copied.
+	byHand := func(image string, env string) {
+		l := labels()
+		f.mustPodman("rm", "-f", "-t", "0", name)
+		f.mustPodman(append(append([]string{"run", "-d", "--pull=never", "--name", name, "--env", env}, l...), image, "sleep", "3600")...)
+	}
+	cases := []struct {
+		name   string
+		drift  func()
+		reason string
+	}{
+		{"stopped by hand", func() { f.mustPodman("stop", "-t", "0", name) }, "was exited, started again"},
+		{"recreated with another env", func() { byHand(shared.image, "GREETING=bye") }, "running configuration differed: env GREETING"},
+		{"recreated with another image", func() { byHand(shared.image2, "GREETING=hello") }, "running configuration differed: image"},
+	}
+	for _, tc := range cases {
+		tc.drift()
+		rep, err := f.host.ApplyTarget(context.Background())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r := expectOutcome(t, rep, "m/web", declaration.Corrected)
+		if r.Reason != tc.reason {
+			t.Fatalf("%s: reason %q, want %q", tc.name, r.Reason, tc.reason)
+		}
+		if got := f.mustPodman("exec", name, "sh", "-c", "echo $GREETING"); got != "hello\n" {
+			t.Fatalf("%s: GREETING is %q after the apply", tc.name, got)
+		}
+		rep, _ = f.host.ApplyTarget(context.Background())
+		expectOutcome(t, rep, "m/web", declaration.Unchanged)
+	}
+}
+
+// A changed declaration recreates the container with the reason; directories
+// are created with their mode and never deleted when a declaration stops
+// naming them.
+func TestContainerRecreatedAndDirectoriesKept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	data := f.path("data")
+	c := declaration.Container{Name: f.cname("db"), Command: sleeper, Env: map[string]string{"V": "1"},
+		Mounts: []declaration.Mount{{Source: data, Target: "/data"}}}
+	d := dirRes("m/data", data)
+	d.Directory.Mode = "0750"
+	d.Directory.Owner = "1000:1000"
+	rep := f.mustApply(f.decl(d, ctrRes("m/db", c)))
+	expectOutcome(t, rep, "m/data", declaration.Created)
+	fi, err := os.Stat(data)
+	if err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("directory: %v %v", fi, err)
+	}
+	first := f.containerID(f.cname("db"))
+	obs, err := f.host.rt.List(context.Background(), f.mesh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := obs[f.cname("db")]; o.Labels[podman.LabelDigest] != f.digest(rep, "m/db") || o.Labels[podman.LabelID] != "m/db" {
+		t.Fatalf("labels %v", o.Labels)
+	}
+
+	c.Env = map[string]string{"V": "2"}
+	rep = f.mustApply(f.decl(ctrRes("m/db", declaration.Container{Name: c.Name, Command: sleeper, Env: c.Env})))
+	r := expectOutcome(t, rep, "m/db", declaration.Recreated)
+	if r.Reason != "its declaration changed" || f.containerID(f.cname("db")) == first {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("a directory the declaration stopped naming was removed: %v", err)
+	}
+}
+
+func (f *fixture) digest(rep declaration.Report, id string) string {
+	return outcome(f.t, rep, id).Digest
+}
+
+// A step's Answer file is carried back in the report.
+func TestStepAnswerIsReported(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	out := f.path("out")
+	step := seedStep(f, out, declaration.Container{Command: []string{"sh", "-c", `echo '{"host":"db.n1","port":5432}' > /out/answer.json`}})
+	step.Container.Answer = out + "/answer.json"
+	rep := f.mustApply(f.decl(dirRes("m/out", out), step))
+	want := map[string]string{"host": "db.n1", "port": "5432"}
+	if got := rep.Answers["m/seed"]; len(got) != 2 || got["host"] != want["host"] || got["port"] != want["port"] {
+		t.Fatalf("answers %v", rep.Answers)
+	}
+}
