@@ -89,23 +89,23 @@ func (s *State) UnusedSlot() client.Slot {
 // now; the phases wait on them.
 func (s *State) Start(next Live, appliers, readers []string, reason string, now time.Time) error {
 	if !s.Idle() {
-		return fmt.Errorf("a rotation to version %d is already %s: %w", s.To, s.Phase, ErrConflict)
+		return conflictf("a rotation to version %d is already %s", s.To, s.Phase)
 	}
 	if next.Version <= s.Current.Version {
-		return fmt.Errorf("new version %d is not after current %d: %w", next.Version, s.Current.Version, ErrConflict)
+		return conflictf("new version %d is not after current %d", next.Version, s.Current.Version)
 	}
 	switch s.Kind {
 	case client.TwoParty:
 		if len(appliers) == 0 {
-			return fmt.Errorf("a two-party rotation needs an applier (the provider's step) to ensure the new credential, and none is known yet: %w", ErrConflict)
+			return conflictf("a two-party rotation needs an applier (the provider's step) to ensure the new credential, and none is known yet")
 		}
 		if next.Slot != s.UnusedSlot() {
-			return fmt.Errorf("new value must use slot %q, not %q: %w", s.UnusedSlot(), next.Slot, ErrConflict)
+			return conflictf("new value must use slot %q, not %q", s.UnusedSlot(), next.Slot)
 		}
 	case client.OneParty:
 		next.Slot = client.SlotNone
 	default:
-		return fmt.Errorf("unknown rotation kind %q: %w", s.Kind, ErrConflict)
+		return conflictf("unknown rotation kind %q", s.Kind)
 	}
 	n := next
 	s.Next, s.Abandoned, s.Reason, s.Started = &n, false, reason, now
@@ -258,24 +258,24 @@ func (s *State) confirm(phase client.Phase, role client.Role, who string, versio
 		if version == s.Current.Version {
 			return nil // a replayed confirmation of a rotation that is done
 		}
-		return fmt.Errorf("%s of version %d: %w", role, version, ErrNoRotation)
+		return ErrNoRotation
 	}
 	if version != want {
-		return fmt.Errorf("%s %s confirmed version %d, the rotation %s needs version %d: %w", role, who, version, s.Phase, want, ErrConflict)
+		return conflictf("%s %s confirmed version %d, the rotation %s needs version %d", role, who, version, s.Phase, want)
 	}
 	p := client.Party{Recipient: who, Role: role}
 	if s.Phase != phase {
 		if order[s.Phase] > order[phase] {
 			return nil // that phase is passed: a replay
 		}
-		return fmt.Errorf("the rotation is %s, not %s yet: %w", s.Phase, phase, ErrConflict)
+		return conflictf("the rotation is %s, not %s yet", s.Phase, phase)
 	}
 	if slices.Contains(s.Confirmed, p) {
 		return nil
 	}
 	i := slices.Index(s.Waiting, p)
 	if i < 0 {
-		return fmt.Errorf("the rotation %s does not wait on %s %s: %w", s.Phase, role, who, ErrConflict)
+		return conflictf("the rotation %s does not wait on %s %s", s.Phase, role, who)
 	}
 	s.Waiting = slices.Delete(s.Waiting, i, i+1)
 	s.Confirmed = append(s.Confirmed, p)
@@ -292,9 +292,9 @@ func (s *State) Abandon(appliers, readers []string) error {
 	case s.Abandoned:
 		return nil
 	case s.Phase == client.PhaseRetiring:
-		return fmt.Errorf("the old credential (version %d) is being retired; a rotation can be abandoned only before: %w", s.From, ErrConflict)
+		return conflictf("the old credential (version %d) is being retired; a rotation can be abandoned only before", s.From)
 	case s.Kind == client.OneParty && (s.Phase == client.PhaseReading || len(s.Confirmed) > 0):
-		return fmt.Errorf("version %d already replaced version %d in place; a one-party rotation can be abandoned only before an applier confirmed: %w", s.To, s.From, ErrConflict)
+		return conflictf("version %d already replaced version %d in place; a one-party rotation can be abandoned only before an applier confirmed", s.To, s.From)
 	}
 	s.Abandoned = true
 	switch {
@@ -355,4 +355,17 @@ func uniq(in []string) []string {
 	out := slices.Clone(in)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// stepError is a refused step: its message, and the sentinel it wraps.
+type stepError struct {
+	msg  string
+	kind error
+}
+
+func (e *stepError) Error() string { return e.msg }
+func (e *stepError) Unwrap() error { return e.kind }
+
+func conflictf(format string, args ...any) error {
+	return &stepError{msg: fmt.Sprintf(format, args...), kind: ErrConflict}
 }

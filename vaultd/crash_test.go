@@ -1,0 +1,238 @@
+package vaultd_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshgen/meshgen/vaultd/client"
+	"github.com/meshgen/meshgen/vaultd/vaulttest"
+)
+
+// TestKill9DuringWrites kills the real vaultd with SIGKILL while several
+// clients make new secrets, restarts it, and checks that every secret whose
+// seal was answered is there and seals to the same bytes, and that no
+// interrupted write is left behind.
+func TestKill9DuringWrites(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "vault")
+	sockDir := shortDir(t)
+	node := vaulttest.NewNode(t)
+	acked := map[string][]byte{}
+	var mu sync.Mutex
+	for round := range 4 {
+		d := startDaemon(t, dir, sockDir, &syncBuffer{})
+		// Everything answered before survived.
+		for name, ct := range acked {
+			resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)})
+			if err != nil {
+				t.Fatalf("round %d: %s lost: %v", round, name, err)
+			}
+			if !bytes.Equal(resp.Sealed[0].Ciphertext, ct) {
+				t.Fatalf("round %d: %s seals to other bytes after kill -9", round, name)
+			}
+		}
+		tmp, _ := filepath.Glob(filepath.Join(dir, "records", ".*"))
+		if len(tmp) != 0 {
+			t.Fatalf("round %d: interrupted writes left behind: %v", round, tmp)
+		}
+		enough := make(chan struct{})
+		var once sync.Once
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					name := fmt.Sprintf("r%d-w%d-%d", round, w, i)
+					resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)})
+					if err != nil {
+						return // killed
+					}
+					mu.Lock()
+					acked[name] = resp.Sealed[0].Ciphertext
+					if len(acked) >= 40*(round+1) {
+						once.Do(func() { close(enough) })
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		<-enough
+		d.kill() // while the writers are mid-request
+		wg.Wait()
+	}
+	d := startDaemon(t, dir, sockDir, &syncBuffer{})
+	st, err := d.client.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Secrets) < len(acked) {
+		t.Fatalf("%d secrets after the crashes, %d were answered", len(st.Secrets), len(acked))
+	}
+}
+
+// TestKill9DuringRotation runs a two-party and a one-party rotation through
+// the real vaultd, killing it with SIGKILL during and after every step. After
+// each restart the step is confirmed again, as the reconciler would from the
+// same hostd reports, and the rotation resumes where it was.
+func TestKill9DuringRotation(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{client.TwoParty, client.OneParty} {
+		t.Run(kind, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "vault")
+			sockDir := shortDir(t)
+			out := &syncBuffer{}
+			prov, r0, r1 := vaulttest.NewNode(t), vaulttest.NewNode(t), vaulttest.NewNode(t)
+			req := client.SealRequest{Name: "db/app", Spec: client.Spec{Rotation: kind}, Appliers: recipients(prov), Recipients: recipients(r0, r1)}
+			d := startDaemon(t, dir, sockDir, out)
+			if _, err := d.client.Seal(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			type step struct {
+				do    func(c *client.Client) error
+				phase client.Phase // after the step
+			}
+			confirm := func(fn func(*client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error), who string, version uint64) func(*client.Client) error {
+				return func(c *client.Client) error {
+					_, err := fn(c)(ctx, client.ConfirmRequest{Name: "db/app", Recipient: who, Version: version})
+					return err
+				}
+			}
+			applied := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmApplied }
+			read := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmRead }
+			retired := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmRetired }
+			rotate := func(c *client.Client) error {
+				_, err := c.Rotate(ctx, "db/app")
+				if errors.Is(err, client.ErrConflict) { // the first try was stored
+					return nil
+				}
+				return err
+			}
+			steps := []step{
+				{do: rotate, phase: client.PhaseApplying},
+				{do: confirm(applied, prov.Recipient().String(), 2), phase: client.PhaseReading},
+				{do: confirm(read, r0.Recipient().String(), 2), phase: client.PhaseReading},
+			}
+			if kind == client.TwoParty {
+				steps = append(steps,
+					step{do: confirm(read, r1.Recipient().String(), 2), phase: client.PhaseRetiring},
+					step{do: confirm(retired, prov.Recipient().String(), 1), phase: ""})
+			} else {
+				steps = append(steps, step{do: confirm(read, r1.Recipient().String(), 2), phase: ""})
+			}
+			var before *client.SealResponse
+			for i, s := range steps {
+				// Kill during the step: it may or may not have been stored.
+				done := make(chan error, 1)
+				go func() { done <- s.do(d.client) }()
+				d.kill()
+				<-done
+				d = startDaemon(t, dir, sockDir, out)
+				if before != nil {
+					// What was sealed before the crash is sealed again, byte for byte.
+					after, err := d.client.Seal(ctx, req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if phaseOf(after) == phaseOf(before) {
+						sameSealed(t, before, after)
+					}
+				}
+				// The reconciler confirms again from the same reports.
+				if err := s.do(d.client); err != nil {
+					t.Fatalf("step %d again after kill -9: %v", i, err)
+				}
+				// Kill after the step: it must be stored.
+				d.kill()
+				d = startDaemon(t, dir, sockDir, out)
+				resp, err := d.client.Seal(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := phaseOf(resp); got != s.phase {
+					t.Fatalf("step %d: phase %q after kill -9, want %q", i, got, s.phase)
+				}
+				before = resp
+			}
+			if before.Version != 2 {
+				t.Fatalf("rotation ended on version %d, want 2", before.Version)
+			}
+			d.stop(t)
+			if bytes.Contains(out.Bytes(), []byte("level=ERROR")) {
+				t.Fatalf("vaultd logged errors:\n%s", out.Bytes())
+			}
+		})
+	}
+}
+
+func phaseOf(r *client.SealResponse) client.Phase {
+	if r.Rotation == nil {
+		return ""
+	}
+	return r.Rotation.Phase
+}
+
+// TestInterruptedWriteIsRemoved leaves what a crash between the temporary
+// file and the rename leaves, and checks the store starts, ignores it and
+// removes it.
+func TestInterruptedWriteIsRemoved(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	node := vaulttest.NewNode(t)
+	if _, err := v.Client.Seal(ctx, client.SealRequest{Name: "kept", Recipients: recipients(node)}); err != nil {
+		t.Fatal(err)
+	}
+	v.Stop(t)
+	stray := filepath.Join(v.Dir, "records", ".0123abcd4567")
+	if err := os.WriteFile(stray, []byte("age-encryption.org/v1\n-> half a rec"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v = vaulttest.StartWith(t, vaulttest.Options{Dir: v.Dir})
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Fatalf("interrupted write not removed: %v", err)
+	}
+	st, err := v.Client.Status(ctx)
+	if err != nil || len(st.Secrets) != 1 || st.Secrets[0].Name != "kept" {
+		t.Fatalf("status after an interrupted write: %v %+v", err, st)
+	}
+}
+
+// TestStoreIsEncryptedAtRest checks no record on disk names its secret or
+// holds its value, and that the identity is private.
+func TestStoreIsEncryptedAtRest(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	node := vaulttest.NewNode(t)
+	resp, err := v.Client.Seal(ctx, client.SealRequest{Name: "visible-name-xyz", Recipients: recipients(node)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := vaulttest.Open(t, node, resp.Sealed[0].Ciphertext)
+	for _, p := range []string{v.Dir, filepath.Join(v.Dir, "identity"), filepath.Join(v.Dir, "records")} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Fatalf("%s is mode %v, want owner only", filepath.Base(p), fi.Mode().Perm())
+		}
+	}
+	recs, _ := filepath.Glob(filepath.Join(v.Dir, "records", "*"))
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	b, err := os.ReadFile(recs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(b), "age-encryption.org/v1\n") || bytes.Contains(b, value) || bytes.Contains(b, []byte("visible-name-xyz")) {
+		t.Fatal("a record is not age-encrypted at rest")
+	}
+}
