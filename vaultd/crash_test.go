@@ -105,9 +105,15 @@ func TestKill9DuringRotation(t *testing.T) {
 					return err
 				}
 			}
-			applied := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmApplied }
-			read := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmRead }
-			retired := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) { return c.ConfirmRetired }
+			applied := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) {
+				return c.ConfirmApplied
+			}
+			read := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) {
+				return c.ConfirmRead
+			}
+			retired := func(c *client.Client) func(context.Context, client.ConfirmRequest) (*client.Rotation, error) {
+				return c.ConfirmRetired
+			}
 			rotate := func(c *client.Client) error {
 				_, err := c.Rotate(ctx, "db/app")
 				if errors.Is(err, client.ErrConflict) { // the first try was stored

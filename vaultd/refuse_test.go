@@ -146,7 +146,10 @@ func (f *fixture) cases() []refusalCase {
 		{"put over the mesh's own", put("one", []byte("operator-tries-this-value")), client.ErrConflict, `"one" is the mesh's own`},
 		{"put not sealed to the vault", put("ext2", []byte("raw:plaintext-sent-in-clear-by-mistake")), client.ErrBadRequest, "not sealed to the vault's recipient"},
 		{"put empty", put("ext2", []byte{}), client.ErrBadRequest, "1 to 65536 bytes"},
-		{"adopt none", func(ctx context.Context, c *client.Client) error { _, err := c.Adopt(ctx, client.AdoptRequest{}); return err }, client.ErrBadRequest, "no secrets"},
+		{"adopt none", func(ctx context.Context, c *client.Client) error {
+			_, err := c.Adopt(ctx, client.AdoptRequest{})
+			return err
+		}, client.ErrBadRequest, "no secrets"},
 		{"adopt over another", func(ctx context.Context, c *client.Client) error {
 			ct, _ := client.SealToVault(f.vaultRecipient, []byte("another-genesis-value-4a4a"))
 			_, err := c.Adopt(ctx, client.AdoptRequest{Secrets: []client.AdoptSecret{{Name: "genesis", Ciphertext: ct}}})

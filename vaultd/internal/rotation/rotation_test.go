@@ -42,7 +42,7 @@ func TestRotation(t *testing.T) {
 		steps    []step
 	}{
 		{
-			name: "two-party: readers move only after the applier, the old slot goes only after every reader",
+			name:  "two-party: readers move only after the applier, the old slot goes only after every reader",
 			state: twoParty, appliers: []string{prov}, readers: []string{r1, r2},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -58,7 +58,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "two-party: an unreachable reader keeps the old credential until it returns",
+			name:  "two-party: an unreachable reader keeps the old credential until it returns",
 			state: twoParty, appliers: []string{prov}, readers: []string{r1, r2},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -70,7 +70,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "two-party: abandoned while applying retires the new slot",
+			name:  "two-party: abandoned while applying retires the new slot",
 			state: twoParty, appliers: []string{prov}, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -80,7 +80,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "two-party: abandoned while reading waits for readers to be back on the old slot",
+			name:  "two-party: abandoned while reading waits for readers to be back on the old slot",
 			state: twoParty, appliers: []string{prov}, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -92,14 +92,14 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "two-party: a rotation needs an applier",
+			name:  "two-party: a rotation needs an applier",
 			state: twoParty, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, wantErr: ErrConflict, phase: "", reader: 1, current: 1},
 			},
 		},
 		{
-			name: "two-party: a reader dropped from the recipients is no longer waited on",
+			name:  "two-party: a reader dropped from the recipients is no longer waited on",
 			state: twoParty, appliers: []string{prov}, readers: []string{r1, r2},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -109,7 +109,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "one-party applied: staged beside the current value, current only after the applier",
+			name:  "one-party applied: staged beside the current value, current only after the applier",
 			state: oneParty, appliers: []string{prov}, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -121,7 +121,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "one-party read at start: current at once, its reader recreated",
+			name:  "one-party read at start: current at once, its reader recreated",
 			state: oneParty, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseReading, reader: 2, current: 2, waits: []string{r1}},
@@ -130,7 +130,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "one-party: abandoned while applying drops the staged value",
+			name:  "one-party: abandoned while applying drops the staged value",
 			state: oneParty, appliers: []string{prov}, readers: []string{r1},
 			steps: []step{
 				{op: "start", version: 2, phase: client.PhaseApplying, reader: 1, current: 1, waits: []string{prov}, applier: []uint64{1, 2}},
@@ -140,7 +140,7 @@ func TestRotation(t *testing.T) {
 			},
 		},
 		{
-			name: "one-party with nobody to wait on is done at once",
+			name:  "one-party with nobody to wait on is done at once",
 			state: oneParty,
 			steps: []step{
 				{op: "start", version: 2, phase: "", reader: 2, current: 2},
