@@ -118,7 +118,7 @@ func (f *fixture) cases() []refusalCase {
 	}
 	r := []string{reader}
 	return []refusalCase{
-		{"bad name", seal(client.SealRequest{Name: "../etc/passwd", Recipients: r}), client.ErrBadRequest, `secret name "../etc/passwd" is not valid`},
+		{"bad name", seal(client.SealRequest{Name: "../etc/passwd", Recipients: r}), client.ErrBadRequest, "secret name is not valid (13 bytes)"},
 		{"empty name", seal(client.SealRequest{Name: "", Recipients: r}), client.ErrBadRequest, "is not valid"},
 		{"too short", seal(client.SealRequest{Name: "x", Spec: client.Spec{Length: 4}, Recipients: r}), client.ErrBadRequest, "length 4 is outside 8..1024"},
 		{"bad alphabet", seal(client.SealRequest{Name: "x", Spec: client.Spec{Alphabet: "emoji"}, Recipients: r}), client.ErrBadRequest, `unknown alphabet "emoji"`},
@@ -126,7 +126,7 @@ func (f *fixture) cases() []refusalCase {
 		{"bcrypt too long", seal(client.SealRequest{Name: "x", Spec: client.Spec{Format: client.FormatBcrypt, Length: 100}, Recipients: r}), client.ErrBadRequest, "too long for bcrypt"},
 		{"bad rotation", seal(client.SealRequest{Name: "x", Spec: client.Spec{Rotation: "three-party"}, Recipients: r}), client.ErrBadRequest, `unknown rotation "three-party"`},
 		{"no recipients", seal(client.SealRequest{Name: "x"}), client.ErrBadRequest, "no recipients"},
-		{"not a recipient", seal(client.SealRequest{Name: "x", Recipients: []string{"ssh-ed25519 AAAA"}}), client.ErrBadRequest, "is not an age X25519 recipient"},
+		{"not a recipient", seal(client.SealRequest{Name: "x", Recipients: []string{"ssh-ed25519 AAAA"}}), client.ErrBadRequest, "a recipient (16 bytes) is not an age X25519 recipient"},
 		{"not a node", seal(client.SealRequest{Name: "x", Recipients: []string{stranger}}), client.ErrRefusedRecipient, "recipient " + stranger + " is not a node of the mesh"},
 		{"applier not a node", seal(client.SealRequest{Name: "two", Appliers: []string{stranger}, Recipients: r}), client.ErrRefusedRecipient, "is not a node of the mesh"},
 		{"operator value not delivered", seal(client.SealRequest{Name: "smtp", Spec: client.Spec{Operator: true}, Recipients: r}), client.ErrNotDelivered, `"smtp" is an operator's value and has not been delivered yet`},

@@ -11,10 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"filippo.io/age"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
 
@@ -165,7 +167,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		e.Names, e.Recipients = []string{req.Name}, append(append([]string{}, req.Appliers...), req.Recipients...)
+		e.Names, e.Recipients = auditNames(req.Name), auditRecipients(slices.Concat(req.Appliers, req.Recipients))
 		resp, err := v.Seal(r.Context(), req)
 		if err != nil {
 			return nil, err
@@ -178,7 +180,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		e.Names, e.sync = []string{req.Name}, true
+		e.Names, e.sync = auditNames(req.Name), true
 		resp, err := v.Put(r.Context(), req)
 		if err != nil {
 			return nil, err
@@ -193,7 +195,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		}
 		e.sync = true
 		for _, s := range req.Secrets {
-			e.Names = append(e.Names, s.Name)
+			e.Names = append(e.Names, auditNames(s.Name)...)
 		}
 		return v.Adopt(r.Context(), req)
 	})
@@ -202,7 +204,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		e.Names, e.sync = []string{req.Name}, true
+		e.Names, e.sync = auditNames(req.Name), true
 		rot, err := v.Rotate(r.Context(), req.Name)
 		if err != nil {
 			return nil, err
@@ -222,10 +224,8 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 			} else if err := decode(r, &req); err != nil {
 				return nil, err
 			}
-			e.Names, e.Version, e.sync = []string{req.Name}, req.Version, true
-			if req.Recipient != "" {
-				e.Recipients = []string{req.Recipient}
-			}
+			e.Names, e.Version, e.sync = auditNames(req.Name), req.Version, true
+			e.Recipients = auditRecipients([]string{req.Recipient})
 			rot, err := v.Confirm(r.Context(), s, req)
 			if err != nil {
 				return nil, err
@@ -241,7 +241,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 	h("POST /v1/rotation/abandon", step(StepAbandon))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		v.serve(w, r, opts, func(*http.Request, *entry) (any, error) {
-			return nil, refuse(client.ErrNotFound, "", "no such endpoint %s %s", r.Method, truncate(r.URL.Path))
+			return nil, refuse(client.ErrNotFound, "the API is under /v1 (see package vaultd/client)", "no such endpoint")
 		})
 	})
 	return mux
@@ -251,7 +251,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 // place does the bookkeeping for every exit.
 func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions, fn func(*http.Request, *entry) (any, error)) {
 	c, _ := r.Context().Value(credKey{}).(cred)
-	e := entry{Time: v.now().UTC(), UID: c.uid, PID: c.pid, Op: r.Method + " " + truncate(r.URL.Path), Outcome: "ok"}
+	e := entry{Time: v.now().UTC(), UID: c.uid, PID: c.pid, Op: r.Method + " " + r.Pattern, Outcome: "ok"}
 	var out any
 	var err error
 	if !c.ok || c.uid != opts.Owner {
@@ -329,6 +329,36 @@ func decode(r *http.Request, into any) error {
 		return refuse(client.ErrBadRequest, "", "request body is not the JSON %s expects", r.URL.Path)
 	}
 	return nil
+}
+
+// auditNames and auditRecipients keep what the audit log records to valid
+// names and recipients: anything else a caller sent is not written down (it
+// could be a value pasted in the wrong place).
+func auditNames(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if nameRE.MatchString(n) {
+			out = append(out, n)
+		} else {
+			out = append(out, "(invalid name)")
+		}
+	}
+	return out
+}
+
+func auditRecipients(rs []string) []string {
+	var out []string
+	for _, r := range rs {
+		if r == "" {
+			continue
+		}
+		if _, err := age.ParseX25519Recipient(r); err == nil {
+			out = append(out, r)
+		} else {
+			out = append(out, "(invalid recipient)")
+		}
+	}
+	return out
 }
 
 func sha256hex(b []byte) string {

@@ -111,17 +111,11 @@ func (v *Vault) Recipient() string { return v.store.Recipient().String() }
 
 func checkName(name string) error {
 	if !nameRE.MatchString(name) {
-		return refuse(client.ErrBadRequest, "", "secret name %q is not valid: letters, digits and . _ - @ : /, at most 200, starting with a letter or digit", truncate(name))
+		// An invalid name is not echoed: it could be anything, a value pasted
+		// in the wrong place included.
+		return refuse(client.ErrBadRequest, "", "secret name is not valid (%d bytes): letters, digits and . _ - @ : /, at most 200, starting with a letter or digit", len(name))
 	}
 	return nil
-}
-
-// truncate keeps an echoed name short; names are never values.
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // put writes r and swaps it in. The caller holds v.mu.
@@ -289,7 +283,8 @@ func setKind(s *rotation.State, kind string) {
 func (v *Vault) checkRecipient(r string) (age.Recipient, error) {
 	p, err := age.ParseX25519Recipient(r)
 	if err != nil {
-		return nil, refuse(client.ErrBadRequest, "", "recipient %q is not an age X25519 recipient", truncate(r))
+		// Not echoed, like an invalid name.
+		return nil, refuse(client.ErrBadRequest, "", "a recipient (%d bytes) is not an age X25519 recipient (age1...)", len(r))
 	}
 	if v.nodes != nil {
 		ok, err := v.nodes.has(r)
