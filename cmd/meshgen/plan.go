@@ -2,17 +2,97 @@ package main
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
+
+	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler"
 )
 
-// TODO(issue): replaced by the real command.
+// planFlags are `meshgen plan`'s options.
+type planFlags struct {
+	repo, base, head, format string
+	detailedExitCode         bool
+}
+
 func newPlanCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "plan",
-		Short: "not built yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("plan is not built yet")
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan --repo DIR [--base REF] [--head REF]",
+		Short: "Show what a change to the mesh repository would do, for review",
+		Long: `plan resolves and renders the mesh repository at two states, --base (the
+state before a pull request) and --head (after it), and shows per node the
+resources added, changed and removed, the containers that would be recreated
+and the steps that would run again (and why), the secrets that would be made
+or sealed to other nodes (names only), every requirement waiting for a
+provider's answer, and every reason resolution refuses.
+
+It needs no vault and no node: secrets are shown by name, never by value.
+
+Without --head the directory is read as it is on disk; without --base the
+plan starts from nothing. A base that does not load or resolve is noted, and
+the plan starts from nothing.
+
+Exit status: 0 when the head resolves, 1 when it is refused (or cannot be
+read); with --detailed-exitcode, 2 when it resolves and changes something.`,
+		Example: `  meshgen plan --repo . --base origin/main --head HEAD
+  meshgen plan --repo examples/lab --format json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runPlan(cmd, f)
 		},
 	}
+	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository (a git work tree or bare repository with --base/--head)")
+	cmd.Flags().StringVar(&f.base, "base", "", "the git ref before the change (default: plan from nothing)")
+	cmd.Flags().StringVar(&f.head, "head", "", "the git ref after the change (default: the directory as it is)")
+	cmd.Flags().StringVar(&f.format, "format", "markdown", "output format: markdown or json")
+	cmd.Flags().BoolVar(&f.detailedExitCode, "detailed-exitcode", false, "exit 2 when the plan resolves and changes something")
+	return cmd
+}
+
+func runPlan(cmd *cobra.Command, f planFlags) error {
+	if f.format != "markdown" && f.format != "json" {
+		return fmt.Errorf("format %q is not markdown or json", f.format)
+	}
+	var opts reconciler.PlanOptions
+	var err error
+	if f.head != "" {
+		opts.Head, err = schema.LoadRef(f.repo, f.head)
+	} else {
+		opts.Head, err = schema.LoadDir(f.repo)
+	}
+	if err != nil {
+		return fmt.Errorf("read the head of %s: %w", f.repo, err)
+	}
+	if f.base != "" {
+		opts.Base, err = schema.LoadRef(f.repo, f.base)
+		var probs schema.Problems
+		if errors.As(err, &probs) {
+			opts.Base = nil
+			opts.BaseNote = fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1])
+		} else if err != nil {
+			return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, err)
+		}
+	}
+	plan, err := reconciler.MakePlan(opts)
+	if err != nil {
+		return err
+	}
+	out := plan.Markdown()
+	if f.format == "json" {
+		if out, err = plan.JSON(); err != nil {
+			return err
+		}
+	}
+	if _, err := cmd.OutOrStdout().Write(out); err != nil {
+		return err
+	}
+	switch {
+	case !plan.Resolves:
+		return exitError{code: 1}
+	case f.detailedExitCode && plan.Changed():
+		return exitError{code: 2}
+	}
+	return nil
 }
