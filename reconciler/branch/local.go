@@ -1,0 +1,289 @@
+package branch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// OpenLocal opens the repository at path for writing node branches: a bare
+// repository, or a work tree's .git directory.
+func OpenLocal(path string) (*Repository, error) {
+	dir, err := gitDir(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Repository{b: &local{dir: dir}}, nil
+}
+
+// gitDir returns the git directory of the repository at path.
+func gitDir(path string) (string, error) {
+	for _, d := range []string{filepath.Join(path, ".git"), path} {
+		if st, err := os.Stat(filepath.Join(d, "objects")); err == nil && st.IsDir() {
+			if _, err := os.Stat(filepath.Join(d, "HEAD")); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("open repository %s: not a git repository: create it with `git init --bare %s`", path, path)
+}
+
+// local is a repository on this machine. Its refs are moved with git's own
+// lock-file protocol (create <ref>.lock exclusively, check the old value,
+// rename), so it is safe beside git itself: `git push`, receive-pack under
+// `git daemon`, `git pack-refs`.
+type local struct {
+	dir string
+}
+
+func (l *local) storage() *filesystem.Storage {
+	// A fresh storage per snapshot: go-git caches the pack index list, and
+	// another writer may have added packs since.
+	return filesystem.NewStorage(listingFS{osfs.New(l.dir), l.dir}, cache.NewObjectLRUDefault())
+}
+
+// listingFS lists a directory while other writers add and remove files in
+// it. go-billy's osfs fails a whole ReadDir with "not exist" when an entry
+// vanishes between listing and stat (another writer's tmp_pack_ renamed into
+// place), and go-git then takes objects/pack for absent and sees no pack at
+// all: a concurrent pack write made every object invisible.
+type listingFS struct {
+	billy.Filesystem
+	root string
+}
+
+// Open reads a pack index whole: go-git decodes an index with one read
+// system call per 4-byte word, which made loading a repository's indexes the
+// bulk of a write.
+func (f listingFS) Open(name string) (billy.File, error) {
+	file, err := f.Filesystem.Open(name)
+	if err != nil || !strings.HasSuffix(name, ".idx") {
+		return file, err
+	}
+	b, err := io.ReadAll(file)
+	if err != nil {
+		file.Close()
+		return nil, err
+	}
+	return &readFile{File: file, r: bytes.NewReader(b)}, nil
+}
+
+// readFile serves reads of an open file from its contents in memory.
+type readFile struct {
+	billy.File
+	r *bytes.Reader
+}
+
+func (f *readFile) Read(p []byte) (int, error)              { return f.r.Read(p) }
+func (f *readFile) ReadAt(p []byte, off int64) (int, error) { return f.r.ReadAt(p, off) }
+func (f *readFile) Seek(off int64, whence int) (int64, error) {
+	return f.r.Seek(off, whence)
+}
+
+func (f listingFS) ReadDir(p string) ([]fs.FileInfo, error) {
+	entries, err := os.ReadDir(filepath.Join(f.root, filepath.FromSlash(p)))
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]fs.FileInfo, 0, len(entries))
+	for _, e := range entries {
+		fi, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since it was listed
+		}
+		if err != nil {
+			return nil, err
+		}
+		infos = append(infos, fi)
+	}
+	return infos, nil
+}
+
+func (l *local) snapshot(_ context.Context, refs []string) (storer.EncodedObjectStorer, map[string]plumbing.Hash, error) {
+	packed, err := readPackedRefs(l.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	tips := make(map[string]plumbing.Hash, len(refs))
+	for _, ref := range refs {
+		h, ok, err := readLooseRef(l.dir, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !ok {
+			h, ok = packed[ref]
+		}
+		if ok {
+			tips[ref] = h
+		}
+	}
+	return l.storage(), tips, nil
+}
+
+func (l *local) writePack(_ context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
+	return writePackTo(s, objs, hashes)
+}
+
+// writePackTo writes hashes, read from objs, as one packfile into s.
+func writePackTo(s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
+	if len(hashes) == 0 {
+		return nil
+	}
+	pw, ok := s.(storer.PackfileWriter)
+	if !ok {
+		return errors.New("write packfile: the repository storage cannot take a packfile")
+	}
+	w, err := pw.PackfileWriter()
+	if err != nil {
+		return fmt.Errorf("write packfile: %w", err)
+	}
+	// No delta search: the objects are small and mostly distinct, and a
+	// window costs more time than it saves space.
+	if _, err := packfile.NewEncoder(w, objs.store, false).Encode(hashes, 0); err != nil {
+		w.Close()
+		return fmt.Errorf("write packfile: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write packfile: %w", err)
+	}
+	return nil
+}
+
+func (l *local) update(_ context.Context, ups []refUpdate) (conflicts, locked []string, err error) {
+	for _, u := range ups {
+		err := casRef(l.dir, u.ref, u.old, u.new)
+		var held *lockHeldError
+		switch {
+		case err == nil:
+		case errors.Is(err, errRefMoved):
+			conflicts = append(conflicts, u.ref)
+		case errors.As(err, &held):
+			conflicts = append(conflicts, u.ref)
+			locked = append(locked, held.path)
+		default:
+			return nil, nil, err
+		}
+	}
+	return conflicts, locked, nil
+}
+
+// errRefMoved: the ref no longer holds the expected old value.
+var errRefMoved = errors.New("ref moved")
+
+// lockHeldError: another writer holds the ref's lock file.
+type lockHeldError struct{ path string }
+
+func (e *lockHeldError) Error() string { return "lock file " + e.path + " is held" }
+
+// casRef moves ref from old (zero: must not exist) to new, the way git does:
+// take <ref>.lock with O_EXCL, compare, write, rename over the ref.
+func casRef(dir, ref string, old, new plumbing.Hash) (err error) {
+	path := filepath.Join(dir, filepath.FromSlash(ref))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	lock := path + ".lock"
+	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return &lockHeldError{path: lock}
+	}
+	if err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	renamed := false
+	defer func() {
+		if !renamed {
+			f.Close()
+			os.Remove(lock)
+		}
+	}()
+	cur, ok, err := readLooseRef(dir, ref)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		packed, err := readPackedRefs(dir)
+		if err != nil {
+			return err
+		}
+		cur = packed[ref]
+	}
+	if cur != old {
+		return errRefMoved
+	}
+	if _, err := f.WriteString(new.String() + "\n"); err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	if err := os.Rename(lock, path); err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	renamed = true
+	return nil
+}
+
+// readLooseRef reads refs/... as a loose file; ok is false when there is none.
+func readLooseRef(dir, ref string) (plumbing.Hash, bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(ref)))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrInvalid) {
+		return plumbing.ZeroHash, false, nil
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "is a directory") {
+			return plumbing.ZeroHash, false, nil
+		}
+		return plumbing.ZeroHash, false, fmt.Errorf("read ref %s: %w", ref, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if !plumbing.IsHash(s) {
+		return plumbing.ZeroHash, false, fmt.Errorf("read ref %s: %q is not a commit hash (a symbolic ref is not expected here)", ref, s)
+	}
+	return plumbing.NewHash(s), true, nil
+}
+
+// readPackedRefs reads the packed-refs file, if any.
+func readPackedRefs(dir string) (map[string]plumbing.Hash, error) {
+	f, err := os.Open(filepath.Join(dir, "packed-refs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read packed-refs: %w", err)
+	}
+	defer f.Close()
+	out := map[string]plumbing.Hash{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' || line[0] == '^' {
+			continue
+		}
+		h, name, ok := strings.Cut(line, " ")
+		if ok && plumbing.IsHash(h) {
+			out[name] = plumbing.NewHash(h)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read packed-refs: %w", err)
+	}
+	return out, nil
+}

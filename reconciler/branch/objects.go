@@ -1,0 +1,171 @@
+package branch
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// objects collects new git objects in memory, in the order they were made.
+type objects struct {
+	store  *memory.Storage
+	hashes []plumbing.Hash
+	seen   map[plumbing.Hash]bool
+}
+
+func newObjects() *objects {
+	return &objects{store: memory.NewStorage(), seen: map[plumbing.Hash]bool{}}
+}
+
+// blobHash returns the hash git gives content as a blob, without storing it.
+func blobHash(content []byte) plumbing.Hash {
+	return plumbing.ComputeHash(plumbing.BlobObject, content)
+}
+
+func (o *objects) add(obj plumbing.EncodedObject) (plumbing.Hash, error) {
+	h := obj.Hash()
+	if o.seen[h] {
+		return h, nil
+	}
+	if _, err := o.store.SetEncodedObject(obj); err != nil {
+		return h, err
+	}
+	o.seen[h] = true
+	o.hashes = append(o.hashes, h)
+	return h, nil
+}
+
+func (o *objects) blob(content []byte) (plumbing.Hash, error) {
+	obj := o.store.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	obj.SetSize(int64(len(content)))
+	w, err := obj.Writer()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if _, err := w.Write(content); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	if err := w.Close(); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return o.add(obj)
+}
+
+// treeEntry is a name in a tree pointing at a blob or a subtree.
+type treeEntry struct {
+	name string
+	mode filemode.FileMode
+	hash plumbing.Hash
+}
+
+// tree stores a tree of entries, sorted as git sorts them (a subtree's name
+// compares as if it ended in "/").
+func (o *objects) tree(entries []treeEntry) (plumbing.Hash, error) {
+	key := func(e treeEntry) string {
+		if e.mode == filemode.Dir {
+			return e.name + "/"
+		}
+		return e.name
+	}
+	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
+	t := &object.Tree{Entries: make([]object.TreeEntry, len(entries))}
+	for i, e := range entries {
+		t.Entries[i] = object.TreeEntry{Name: e.name, Mode: e.mode, Hash: e.hash}
+	}
+	obj := o.store.NewEncodedObject()
+	if err := t.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return o.add(obj)
+}
+
+// commitInfo is what a node's commit says.
+type commitInfo struct {
+	node       string
+	generation uint64
+	source     string
+	parent     plumbing.Hash // zero for a branch's first commit
+	when       time.Time
+	author     object.Signature
+}
+
+func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, error) {
+	sig := ci.author
+	sig.When = ci.when
+	c := &object.Commit{
+		Author:    sig,
+		Committer: sig,
+		Message:   commitMessage(ci.node, ci.generation, ci.source),
+		TreeHash:  tree,
+	}
+	if !ci.parent.IsZero() {
+		c.ParentHashes = []plumbing.Hash{ci.parent}
+	}
+	obj := o.store.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return o.add(obj)
+}
+
+// commitMessage names the node, the generation and the source commit on main.
+func commitMessage(node string, generation uint64, source string) string {
+	return fmt.Sprintf("node %s: generation %d\n\nSource: %s\n", node, generation, source)
+}
+
+// nodeTree stores one node's files: declaration.json, its signature and
+// secrets/<id>.age.
+func (o *objects) nodeTree(decl, sig []byte, secrets map[string][]byte) (plumbing.Hash, error) {
+	dh, err := o.blob(decl)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	sh, err := o.blob(sig)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	root := []treeEntry{
+		{name: DeclarationFile, mode: filemode.Regular, hash: dh},
+		{name: SignatureFile, mode: filemode.Regular, hash: sh},
+	}
+	if len(secrets) > 0 {
+		var sub []treeEntry
+		for p, ct := range secrets {
+			h, err := o.blob(ct)
+			if err != nil {
+				return plumbing.ZeroHash, err
+			}
+			sub = append(sub, treeEntry{name: strings.TrimPrefix(p, SecretsDir+"/"), mode: filemode.Regular, hash: h})
+		}
+		th, err := o.tree(sub)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		root = append(root, treeEntry{name: SecretsDir, mode: filemode.Dir, hash: th})
+	}
+	return o.tree(root)
+}
+
+// missing returns the objects of o that s does not hold, in creation order.
+func (o *objects) missing(s storer.EncodedObjectStorer) ([]plumbing.Hash, error) {
+	var out []plumbing.Hash
+	for _, h := range o.hashes {
+		err := s.HasEncodedObject(h)
+		switch {
+		case err == nil:
+		case err == plumbing.ErrObjectNotFound:
+			out = append(out, h)
+		default:
+			return nil, fmt.Errorf("look up object %s: %w", h, err)
+		}
+	}
+	return out, nil
+}

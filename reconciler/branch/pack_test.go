@@ -1,0 +1,44 @@
+package branch
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// TestPackVisibleDuringConcurrentWrites: a pack written is readable from a
+// fresh storage at once, while other writers add packs beside it (go-billy's
+// ReadDir used to fail, and go-git to see no pack at all, when another
+// writer's temporary pack vanished mid-listing).
+func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
+	repo := bareRepo(t)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				objs := newObjects()
+				tr, err := objs.nodeTree(fmt.Appendf(nil, "%d-%d", w, i), []byte("s"), nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				c, err := objs.commit(tr, commitInfo{node: "x", source: "s"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				l := &local{dir: repo}
+				if err := writePackTo(l.storage(), objs, objs.hashes); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := object.GetCommit(l.storage(), c); err != nil {
+					t.Errorf("writer %d round %d: a fresh storage cannot read the commit just written: %v", w, i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,112 @@
+package branch
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// tip is what a node's branch holds now, as far as deciding a write needs.
+type tip struct {
+	commit     plumbing.Hash // zero when the branch does not exist
+	generation uint64
+	source     string
+	decl       plumbing.Hash            // blob hash of declaration.json
+	secrets    map[string]plumbing.Hash // "secrets/<id>.age" → blob hash
+}
+
+// readTip reads the declaration's generation and source and the files'
+// hashes from the commit at h. A branch without a readable declaration is an
+// error: guessing its generation could lower it.
+func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, error) {
+	t := &tip{commit: h}
+	if h.IsZero() {
+		return t, nil
+	}
+	c, err := object.GetCommit(s, h)
+	if err != nil {
+		return nil, fmt.Errorf("read branch node/%s at %s: %w", node, h, err)
+	}
+	tree, err := object.GetTree(s, c.TreeHash)
+	if err != nil {
+		return nil, fmt.Errorf("read branch node/%s at %s: tree: %w", node, h, err)
+	}
+	for _, e := range tree.Entries {
+		switch {
+		case e.Name == DeclarationFile:
+			t.decl = e.Hash
+		case e.Name == SecretsDir && !e.Mode.IsFile():
+			sub, err := object.GetTree(s, e.Hash)
+			if err != nil {
+				return nil, fmt.Errorf("read branch node/%s at %s: secrets: %w", node, h, err)
+			}
+			t.secrets = make(map[string]plumbing.Hash, len(sub.Entries))
+			for _, se := range sub.Entries {
+				t.secrets[SecretsDir+"/"+se.Name] = se.Hash
+			}
+		}
+	}
+	if t.decl.IsZero() {
+		return nil, fmt.Errorf("branch node/%s at %s holds no %s: repair or delete the branch", node, h, DeclarationFile)
+	}
+	blob, err := object.GetBlob(s, t.decl)
+	if err != nil {
+		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
+	}
+	defer r.Close()
+	var head struct {
+		Generation uint64 `json:"generation"`
+		Source     string `json:"source"`
+	}
+	if err := json.NewDecoder(r).Decode(&head); err != nil {
+		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
+	}
+	t.generation, t.source = head.Generation, head.Source
+	return t, nil
+}
+
+// sameSecrets reports whether the branch holds exactly these sealed files.
+func (t *tip) sameSecrets(want map[string]plumbing.Hash) bool {
+	if len(t.secrets) != len(want) {
+		return false
+	}
+	for p, h := range want {
+		if t.secrets[p] != h {
+			return false
+		}
+	}
+	return true
+}
+
+// newerSource reports whether the branch's source commit is a strict
+// descendant of ours on main: the branch already holds a render of a newer
+// main, and writing ours would undo it. Commits s does not hold (a source
+// that is not a commit of this repository) are never newer.
+func newerSource(s storer.EncodedObjectStorer, ours, theirs string) bool {
+	if ours == theirs || !plumbing.IsHash(ours) || !plumbing.IsHash(theirs) {
+		return false
+	}
+	oc, err := object.GetCommit(s, plumbing.NewHash(ours))
+	if err != nil {
+		return false
+	}
+	tc, err := object.GetCommit(s, plumbing.NewHash(theirs))
+	if err != nil {
+		return false
+	}
+	ok, err := oc.IsAncestor(tc)
+	return err == nil && ok
+}
+
+// nodeOfRef returns the node a ref "refs/heads/node/<node>" belongs to.
+func nodeOfRef(ref string) (string, bool) {
+	return strings.CutPrefix(ref, "refs/heads/node/")
+}

@@ -1,0 +1,345 @@
+package branch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+)
+
+// Node is what one node's branch must hold.
+type Node struct {
+	// Declaration is the rendered declaration. Its Generation and Source are
+	// ignored: [Repository.Write] sets them.
+	Declaration *declaration.Declaration
+	// Secrets are the sealed files by their path on the branch,
+	// "secrets/<id>.age"; each must be named by a file of the declaration
+	// with a matching sha256, and nothing else may be.
+	Secrets map[string][]byte
+}
+
+// Signer signs the canonical bytes of a declaration; reconciler/sign's Signer
+// is one.
+type Signer interface {
+	Sign(blob []byte) ([]byte, error)
+}
+
+// WriteOptions are the inputs of one write that are not per node.
+type WriteOptions struct {
+	// Source is the commit of main the declarations were rendered from.
+	Source string
+	// Signer signs each changed declaration.
+	Signer Signer
+	// Author names the commits; the default is "meshgen reconciler".
+	Author object.Signature
+	// Now gives the commits' time; the default is time.Now.
+	Now func() time.Time
+	// MaxAttempts bounds how often a node whose ref moved is read and written
+	// again; the default is 200.
+	MaxAttempts int
+}
+
+// Outcome is what a write did to one node's branch.
+type Outcome string
+
+// The outcomes of a write.
+const (
+	// Written: a new commit, with the generation raised by one.
+	Written Outcome = "written"
+	// Unchanged: the branch already held this content; nothing was committed.
+	Unchanged Outcome = "unchanged"
+	// Superseded: the branch holds a render of a newer commit of main, which
+	// this (older) render must not undo; nothing was committed.
+	Superseded Outcome = "superseded"
+)
+
+// NodeResult is what happened to one node's branch.
+type NodeResult struct {
+	Node    string  `json:"node"`
+	Outcome Outcome `json:"outcome"`
+	// Generation is the generation the branch holds now.
+	Generation uint64 `json:"generation"`
+	// Commit is the branch's tip now; Previous the tip it replaced (empty
+	// for a new branch or when nothing was written).
+	Commit   string `json:"commit"`
+	Previous string `json:"previous,omitempty"`
+}
+
+// Result is what one write did.
+type Result struct {
+	// Nodes holds one result per node written or considered, by node name.
+	Nodes []NodeResult
+	// Objects is how many new objects were written, over all attempts.
+	Objects int
+	// Attempts is how many rounds the write took (1 without contention).
+	Attempts int
+}
+
+// Changed returns the names of the nodes whose branch got a new commit.
+func (r *Result) Changed() []string {
+	var out []string
+	for _, n := range r.Nodes {
+		if n.Outcome == Written {
+			out = append(out, n.Node)
+		}
+	}
+	return out
+}
+
+// ConflictError says refs kept moving under a write for MaxAttempts rounds.
+type ConflictError struct {
+	Nodes    []string
+	Attempts int
+	// Locked names lock files that were held at the last attempt.
+	Locked []string
+}
+
+func (e *ConflictError) Error() string {
+	msg := fmt.Sprintf("write node branches: %d branch(es) kept moving after %d attempts: %s",
+		len(e.Nodes), e.Attempts, strings.Join(e.Nodes, ", "))
+	if len(e.Locked) > 0 {
+		msg += fmt.Sprintf(" (held lock files: %s; remove them if no git process is running)", strings.Join(e.Locked, ", "))
+	}
+	return msg
+}
+
+// refUpdate moves one ref from old (zero: must not exist) to new.
+type refUpdate struct {
+	ref      string
+	old, new plumbing.Hash
+}
+
+// backend is a repository the writer reads from and writes to.
+type backend interface {
+	// snapshot returns a view of the objects and the current tips of refs
+	// (absent refs are left out).
+	snapshot(ctx context.Context, refs []string) (storer.EncodedObjectStorer, map[string]plumbing.Hash, error)
+	// writePack stores hashes (all held by objs) in one packfile.
+	writePack(ctx context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error
+	// update moves every ref with compare-and-swap; it returns the refs that
+	// had moved (or were locked) and were not updated, and the lock files
+	// found held.
+	update(ctx context.Context, ups []refUpdate) (conflicts []string, locked []string, err error)
+}
+
+// Repository is a mesh repository whose node branches can be written.
+type Repository struct {
+	b backend
+}
+
+// Write makes every node's branch hold nodes[node], committing only where
+// the content changed. It returns what it did per node; on error, the nodes
+// already updated are in the result too.
+func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts WriteOptions) (*Result, error) {
+	if opts.Signer == nil {
+		return nil, errors.New("write node branches: no signer")
+	}
+	if opts.Source == "" {
+		return nil, errors.New("write node branches: no source commit")
+	}
+	if opts.Author.Name == "" {
+		opts.Author = object.Signature{Name: "meshgen reconciler", Email: "reconciler@meshgen.invalid"}
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 200
+	}
+	pending := make([]string, 0, len(nodes))
+	for name, n := range nodes {
+		if err := checkNode(name, n); err != nil {
+			return nil, err
+		}
+		pending = append(pending, name)
+	}
+	sort.Strings(pending)
+
+	res := &Result{}
+	done := map[string]NodeResult{}
+	defer func() {
+		for _, nr := range done {
+			res.Nodes = append(res.Nodes, nr)
+		}
+		sort.Slice(res.Nodes, func(i, j int) bool { return res.Nodes[i].Node < res.Nodes[j].Node })
+	}()
+	readRetries := 0
+	for len(pending) > 0 {
+		res.Attempts++
+		refs := make([]string, len(pending))
+		for i, n := range pending {
+			refs[i] = Ref(n)
+		}
+		s, tips, err := r.b.snapshot(ctx, refs)
+		if err != nil {
+			return res, err
+		}
+		objs := newObjects()
+		var ups []refUpdate
+		planned := map[string]NodeResult{}
+		reread := false
+		for _, name := range pending {
+			nr, up, err := plan(s, objs, name, nodes[name], tips[Ref(name)], opts)
+			if err != nil && readRetries < 3 {
+				// A pack may have been replaced under the snapshot (git gc
+				// repacking): read everything again.
+				readRetries++
+				reread = true
+				break
+			}
+			if err != nil {
+				return res, err
+			}
+			if up == nil {
+				done[name] = nr
+				continue
+			}
+			ups = append(ups, *up)
+			planned[Ref(name)] = nr
+		}
+		if reread {
+			continue
+		}
+		if len(ups) == 0 {
+			return res, nil
+		}
+		missing, err := objs.missing(s)
+		if err != nil {
+			return res, fmt.Errorf("write node branches: %w", err)
+		}
+		if err := r.b.writePack(ctx, s, objs, missing); err != nil {
+			return res, err
+		}
+		res.Objects += len(missing)
+		conflicts, locked, err := r.b.update(ctx, ups)
+		if err != nil {
+			return res, err
+		}
+		moved := map[string]bool{}
+		pending = pending[:0]
+		for _, ref := range conflicts {
+			moved[ref] = true
+			n, _ := nodeOfRef(ref)
+			pending = append(pending, n)
+		}
+		for ref, nr := range planned {
+			if !moved[ref] {
+				done[nr.Node] = nr
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+		if res.Attempts >= opts.MaxAttempts {
+			sort.Strings(pending)
+			return res, &ConflictError{Nodes: pending, Attempts: res.Attempts, Locked: locked}
+		}
+		// The loser re-reads and retries, after a short jittered wait so
+		// racing writers do not collide in lockstep.
+		wait := time.Duration(1+rand.IntN(1<<min(res.Attempts, 6))) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return res, nil
+}
+
+// plan decides one node's write against the tip its branch has now. It
+// returns the ref update to make, or nil when there is nothing to write.
+func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at plumbing.Hash, opts WriteOptions) (NodeResult, *refUpdate, error) {
+	t, err := readTip(s, name, at)
+	if err != nil {
+		return NodeResult{}, nil, err
+	}
+	secrets := make(map[string]plumbing.Hash, len(n.Secrets))
+	for p, ct := range n.Secrets {
+		secrets[p] = blobHash(ct)
+	}
+	d := *n.Declaration
+	if !t.commit.IsZero() {
+		// Would the branch change, beyond its generation and source?
+		d.Generation, d.Source = t.generation, t.source
+		same, err := declaration.Marshal(&d)
+		if err != nil {
+			return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		if blobHash(same) == t.decl && t.sameSecrets(secrets) {
+			return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
+		}
+		if newerSource(s, opts.Source, t.source) {
+			return NodeResult{Node: name, Outcome: Superseded, Generation: t.generation, Commit: t.commit.String()}, nil, nil
+		}
+	}
+	d.Generation, d.Source = t.generation+1, opts.Source
+	body, err := declaration.Marshal(&d)
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	sig, err := opts.Signer.Sign(body)
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	tree, err := objs.nodeTree(body, sig, n.Secrets)
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: build tree: %w", name, err)
+	}
+	c, err := objs.commit(tree, commitInfo{
+		node: name, generation: d.Generation, source: opts.Source,
+		parent: t.commit, when: opts.Now(), author: opts.Author,
+	})
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: build commit: %w", name, err)
+	}
+	nr := NodeResult{Node: name, Outcome: Written, Generation: d.Generation, Commit: c.String()}
+	if !t.commit.IsZero() {
+		nr.Previous = t.commit.String()
+	}
+	return nr, &refUpdate{ref: Ref(name), old: t.commit, new: c}, nil
+}
+
+// checkNode refuses a node whose declaration and sealed files disagree: a
+// file naming a secret the branch would not hold, or a sealed file nothing
+// names. These are rendering bugs; hostd would refuse the branch anyway.
+func checkNode(name string, n *Node) error {
+	if n == nil || n.Declaration == nil {
+		return fmt.Errorf("node %s: no declaration", name)
+	}
+	if n.Declaration.Node != name {
+		return fmt.Errorf("node %s: declaration is for node %q", name, n.Declaration.Node)
+	}
+	named := map[string]bool{}
+	for _, r := range n.Declaration.Resources {
+		if r.File == nil || r.File.Secret == nil {
+			continue
+		}
+		sec := r.File.Secret
+		ct, ok := n.Secrets[sec.Sealed]
+		if !ok {
+			return fmt.Errorf("node %s: resource %s names sealed file %s, which is not given", name, r.ID, sec.Sealed)
+		}
+		sum := sha256.Sum256(ct)
+		if hex.EncodeToString(sum[:]) != sec.SHA256 {
+			return fmt.Errorf("node %s: resource %s: sealed file %s does not match its sha256", name, r.ID, sec.Sealed)
+		}
+		named[sec.Sealed] = true
+	}
+	for p := range n.Secrets {
+		if !named[p] {
+			return fmt.Errorf("node %s: sealed file %s is named by no resource", name, p)
+		}
+	}
+	return nil
+}
