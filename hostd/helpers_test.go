@@ -80,6 +80,8 @@ type fixture struct {
 type fixtureOptions struct {
 	// Roots beyond the node root.
 	ExtraRoots []string
+	// Remote and PushURL of the mesh repository.
+	Remote, PushURL string
 }
 
 func newFixture(t testing.TB, opts fixtureOptions) *fixture {
@@ -114,8 +116,11 @@ func newFixture(t testing.TB, opts fixtureOptions) *fixture {
 	}
 	zero := 0
 	s := shared.store
+	if opts.Remote == "" {
+		opts.Remote = "file:///nonexistent"
+	}
 	f.cfg = Config{
-		Node: f.node, Mesh: f.mesh, Remote: "file:///nonexistent",
+		Node: f.node, Mesh: f.mesh, Remote: opts.Remote, PushURL: opts.PushURL,
 		PublicKey: filepath.Join(keys, "reconciler.pub"), Identity: filepath.Join(keys, IdentityFile),
 		StateDir: filepath.Join(dir, "state"), Root: f.root, ExtraRoots: opts.ExtraRoots,
 		Podman: PodmanConfig{Root: s.Root, RunRoot: s.RunRoot, TmpDir: s.TmpDir, StopTimeout: &zero},
@@ -323,3 +328,5 @@ func waitFor(t testing.TB, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"filippo.io/age"
 
@@ -110,15 +111,26 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 	br, err := h.Fetch(ctx, st.Fetched)
 	switch {
 	case errors.Is(err, ErrNothingNew):
+		if st.Refused != "" {
+			// The branch still holds the refused commit: say why again,
+			// from the copy kept, without fetching it again.
+			var kept Branch
+			if rerr := readJSON(h.statePath(refusedFile), &kept); rerr == nil {
+				_, _, refusal = h.check(kept)
+			}
+			if refusal == nil {
+				refusal = &Refusal{Reasons: []error{errors.New(st.Refused)}}
+			}
+		}
 	case err != nil:
 		return declaration.Report{}, err
 	default:
-		st.Fetched = br.Commit
-		if _, verr := h.adopt(st, br); verr != nil {
-			refusal = verr
-			st.Refused = verr.Error()
-		} else {
-			st.Refused = ""
+		st.Fetched, st.Refused = br.Commit, ""
+		if _, refusal = h.adopt(st, br); refusal != nil {
+			st.Refused = strings.TrimPrefix(refusal.Error(), "declaration refused: ")
+			if werr := writeJSON(h.statePath(refusedFile), &br); werr != nil {
+				return declaration.Report{}, werr
+			}
 		}
 		if err := h.saveState(st); err != nil {
 			return declaration.Report{}, err
@@ -127,9 +139,6 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 	rep, err := h.ApplyTarget(ctx)
 	if st.Refused != "" {
 		rep.Refused = st.Refused
-		if refusal == nil {
-			refusal = &Refusal{Reasons: []error{errors.New(st.Refused)}}
-		}
 	}
 	err = errors.Join(refusal, err)
 	return rep, errors.Join(err, h.publish(ctx, rep))

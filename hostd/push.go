@@ -87,13 +87,19 @@ func (h *Host) PushReport(ctx context.Context, rep declaration.Report) error {
 	if err != nil {
 		return fmt.Errorf("push report: %w", err)
 	}
-	local := plumbing.ReferenceName("refs/hostd/" + branch.Short())
-	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
+	// go-git checks a lease against refs/remotes/<remote>/<branch>: record
+	// there what the branch held when it was read. The server then applies
+	// the update only if the branch still holds it (compare-and-swap).
+	lease := plumbing.ReferenceName("refs/remotes/status/" + branch.Short())
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(lease, old)); err != nil {
+		return fmt.Errorf("push report: %w", err)
+	}
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(branch, commit)); err != nil {
 		return fmt.Errorf("push report: %w", err)
 	}
 	err = remote.PushContext(ctx, &git.PushOptions{
 		RemoteName:     "status",
-		RefSpecs:       []config.RefSpec{config.RefSpec("+" + local.String() + ":" + branch.String())},
+		RefSpecs:       []config.RefSpec{config.RefSpec("+" + branch.String() + ":" + branch.String())},
 		Auth:           auth,
 		ForceWithLease: &git.ForceWithLease{RefName: branch, Hash: old},
 	})

@@ -21,6 +21,9 @@ const (
 	stateFile  = "state.json"
 	targetFile = "target.json"
 	reportFile = "report.json"
+	// refusedFile keeps the branch content last refused (ciphertext only),
+	// so a poll that finds it again can say why without fetching it.
+	refusedFile = "refused.json"
 )
 
 // state is hostd's record of what it applied (ADR 0018: recorded after it
@@ -78,13 +81,7 @@ func (h *Host) loadTarget() (*target, error) {
 // adopt verifies br and, when it is newer than the target, makes it the
 // target. A refusal leaves the target as it was.
 func (h *Host) adopt(_ *state, br Branch) (*declaration.Declaration, error) {
-	var last Last
-	if t, err := h.loadTarget(); err == nil {
-		last = Last{Generation: t.Generation, SHA256: t.SHA256}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	d, err := Verify(h.pub, h.cfg.Node, h.cfg.Mesh, h.roots, last, br)
+	d, last, err := h.check(br)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +94,18 @@ func (h *Host) adopt(_ *state, br Branch) (*declaration.Declaration, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// check verifies br against the current target.
+func (h *Host) check(br Branch) (*declaration.Declaration, Last, error) {
+	var last Last
+	if t, err := h.loadTarget(); err == nil {
+		last = Last{Generation: t.Generation, SHA256: t.SHA256}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, last, err
+	}
+	d, err := Verify(h.pub, h.cfg.Node, h.cfg.Mesh, h.roots, last, br)
+	return d, last, err
 }
 
 // Adopt verifies a branch's content and makes it the declaration hostd

@@ -50,6 +50,9 @@ func (h *Host) Run(ctx context.Context, opts RunOptions) error {
 		if opts.OnReport != nil {
 			opts.OnReport(rep, err)
 		}
+		if ctx.Err() != nil {
+			return nil
+		}
 		var refusal *Refusal
 		switch {
 		case err == nil, errors.As(err, &refusal):
