@@ -99,7 +99,9 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // MarshalText writes the duration as "1m0s".
 func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
 
-// LoadConfig reads a hostd configuration file.
+// LoadConfig reads a hostd configuration file. Unknown fields are refused.
+// Relative paths in it (keys, state, roots, textfile) are taken from the
+// file's own directory.
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -108,6 +110,21 @@ func LoadConfig(path string) (Config, error) {
 	var c Config
 	if err := yaml.UnmarshalWithOptions(data, &c, yaml.Strict()); err != nil {
 		return Config{}, fmt.Errorf("hostd config %s: %w", path, err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return Config{}, fmt.Errorf("hostd config %s: %w", path, err)
+	}
+	abs := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	for _, p := range []*string{&c.PublicKey, &c.Identity, &c.SSHKey, &c.StateDir, &c.Root, &c.Textfile} {
+		abs(p)
+	}
+	for i := range c.ExtraRoots {
+		abs(&c.ExtraRoots[i])
 	}
 	return c, c.check()
 }
