@@ -58,11 +58,18 @@ type loader struct {
 	fsys  fs.FS
 	repo  *Repo
 	probs problems
+	// refused holds, by file, the fields the decoder refused.
+	refused map[string]map[string]bool
 }
 
 // readFile reads one file, returning false (with nothing recorded) when it
-// does not exist.
+// does not exist. A directory in its place is reported and reads as empty.
 func (l *loader) readFile(name string) ([]byte, bool, error) {
+	if st, err := fs.Stat(l.fsys, name); err == nil && st.IsDir() {
+		// Reported once; the file's other checks are then skipped.
+		l.probs.add(Pos{File: name}, "", "make "+name+" a file", "this is a directory; want a file")
+		return nil, true, nil
+	}
 	data, err := fs.ReadFile(l.fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -73,8 +80,20 @@ func (l *loader) readFile(name string) ([]byte, bool, error) {
 	return data, true, nil
 }
 
-// readDir lists a directory, empty when it does not exist.
+// readDir lists a directory, empty when it does not exist; a file where the
+// directory should be is a problem.
 func (l *loader) readDir(name string) ([]fs.DirEntry, error) {
+	st, err := fs.Stat(l.fsys, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	if !st.IsDir() {
+		l.probs.add(Pos{File: name}, "", "remove the file: "+name+" is a directory of the mesh repository", "this is a file; want a directory")
+		return nil, nil
+	}
 	ents, err := fs.ReadDir(l.fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -98,11 +117,11 @@ func (l *loader) yamlFiles(dir string) ([]string, error) {
 		switch {
 		case strings.HasPrefix(e.Name(), "."):
 		case e.IsDir():
-			l.probs.add(Pos{File: p}, "", "move its files out, or remove it", "%s: unexpected directory", p)
+			l.probs.add(Pos{File: p}, "", "move its files out, or remove it", "unexpected directory")
 		case strings.HasSuffix(e.Name(), ".yaml"):
 			names = append(names, strings.TrimSuffix(e.Name(), ".yaml"))
 		case strings.HasSuffix(e.Name(), ".yml"):
-			l.probs.add(Pos{File: p}, "", "rename it to "+strings.TrimSuffix(e.Name(), ".yml")+".yaml", "%s: ignored: the extension must be .yaml", p)
+			l.probs.add(Pos{File: p}, "", "rename it to "+strings.TrimSuffix(e.Name(), ".yml")+".yaml", "ignored: the extension must be .yaml")
 		}
 	}
 	return names, nil
@@ -115,7 +134,7 @@ func (l *loader) read() error {
 		return err
 	}
 	if !ok {
-		l.probs.add(Pos{File: MeshFile}, "", "create mesh.yaml with at least `name: <mesh>`", "mesh.yaml is missing: this is not a mesh repository")
+		l.probs.add(Pos{File: MeshFile}, "", "create mesh.yaml with at least `name: <mesh>`", "missing: this is not a mesh repository")
 	} else {
 		l.repo.Mesh.FieldPos, _ = decodeFile(MeshFile, data, &l.repo.Mesh, &l.probs)
 		l.repo.Mesh.Pos = l.repo.Mesh.FieldPos["$"]
@@ -167,7 +186,7 @@ func (l *loader) read() error {
 			continue
 		}
 		if !e.IsDir() {
-			l.probs.add(Pos{File: p}, "", "put it in "+p+"/"+ModuleFile+" inside a directory named for the module", "%s: a module is a directory holding %s", p, ModuleFile)
+			l.probs.add(Pos{File: p}, "", "put it in "+p+"/"+ModuleFile+" inside a directory named for the module", "a module is a directory holding %s", ModuleFile)
 			continue
 		}
 		file := path.Join(p, ModuleFile)
@@ -176,7 +195,7 @@ func (l *loader) read() error {
 			return err
 		}
 		if !ok {
-			l.probs.add(Pos{File: p}, "", "add "+file+", or remove the directory", "%s: the module directory holds no %s", p, ModuleFile)
+			l.probs.add(Pos{File: p}, "", "add "+file+", or remove the directory", "the module directory holds no %s", ModuleFile)
 			continue
 		}
 		m := &Module{}
@@ -195,7 +214,7 @@ func (l *loader) read() error {
 			continue
 		}
 		if !nd.IsDir() {
-			l.probs.add(Pos{File: p}, "", "put assignments in "+AssignmentsDir+"/<node>/<module>.yaml", "%s: an assignment belongs in a directory named for its node", p)
+			l.probs.add(Pos{File: p}, "", "put assignments in "+AssignmentsDir+"/<node>/<module>.yaml", "an assignment belongs in a directory named for its node")
 			continue
 		}
 		names, err := l.yamlFiles(p)

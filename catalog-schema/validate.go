@@ -11,6 +11,15 @@ import (
 
 // validate checks the whole repository, recording every problem.
 func (l *loader) validate() {
+	// What the decoder refused is not checked again: a value of the wrong
+	// type, or a file that does not parse, would only echo as more problems.
+	l.refused = map[string]map[string]bool{}
+	for _, p := range l.probs.list {
+		if l.refused[p.Pos.File] == nil {
+			l.refused[p.Pos.File] = map[string]bool{}
+		}
+		l.refused[p.Pos.File][p.Field] = true
+	}
 	r := l.repo
 	if r.Mesh.FieldPos != nil {
 		l.checkMesh()
@@ -47,6 +56,9 @@ type at struct {
 	file  string
 	fp    map[string]Pos
 	probs *problems
+	// refused holds the fields the decoder refused in this file; "" means
+	// the file did not parse.
+	refused map[string]bool
 }
 
 // pos returns where the value at path stands.
@@ -69,8 +81,34 @@ func (a at) has(p string) bool {
 	return ok
 }
 
+// skip reports whether the field at path, or one holding it, was already
+// refused by the decoder.
+func (a at) skip(p string) bool {
+	if a.refused == nil {
+		return false
+	}
+	f := fieldName(p)
+	for {
+		if a.refused[f] {
+			return true
+		}
+		if f == "" {
+			return false
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			f = ""
+		} else {
+			f = f[:i]
+		}
+	}
+}
+
 // add records a problem at path; the message is prefixed with the field.
 func (a at) add(p, hint, format string, args ...any) {
+	if a.skip(p) {
+		return
+	}
 	f := fieldName(p)
 	if f != "" {
 		format = f + ": " + format
@@ -80,6 +118,9 @@ func (a at) add(p, hint, format string, args ...any) {
 
 // addPlain records a problem at path whose message names its subject itself.
 func (a at) addPlain(p, hint, format string, args ...any) {
+	if a.skip(p) {
+		return
+	}
 	a.probs.add(a.pos(p), fieldName(p), hint, format, args...)
 }
 
@@ -99,7 +140,7 @@ func (a at) checkName(p, what, s string) bool {
 // checkMesh checks mesh.yaml.
 func (l *loader) checkMesh() {
 	m := &l.repo.Mesh
-	a := at{file: MeshFile, fp: m.FieldPos, probs: &l.probs}
+	a := l.at(MeshFile, m.FieldPos)
 	if m.Name == "" {
 		a.add("$.name", "add `name: <mesh>` to mesh.yaml", "the mesh's name is missing")
 	} else {
@@ -132,7 +173,7 @@ func checkHostRoot(a at, p, root string) {
 // checkNode checks nodes/<node>.yaml.
 func (l *loader) checkNode(n *Node) {
 	file := path.Join(NodesDir, n.Name+".yaml")
-	a := at{file: file, fp: n.FieldPos, probs: &l.probs}
+	a := l.at(file, n.FieldPos)
 	if !isName(n.Name) {
 		a.addPlain("$", "rename the file: "+nameHint, "node name %q (from the file name) is not a valid name", n.Name)
 	}
@@ -195,7 +236,7 @@ func typeNames() string {
 // checkContract checks catalog/contracts/<provision>.yaml.
 func (l *loader) checkContract(c *Contract) {
 	file := path.Join(ContractsDir, c.Name+".yaml")
-	a := at{file: file, fp: c.FieldPos, probs: &l.probs}
+	a := l.at(file, c.FieldPos)
 	if !isName(c.Name) {
 		a.addPlain("$", "rename the file: "+nameHint, "contract name %q (from the file name) is not a valid name", c.Name)
 	}
@@ -260,4 +301,9 @@ func checkSpec(a at, p string, s SecretSpec) {
 	if s.Format != "" && !slices.Contains(formats, s.Format) {
 		a.add(p+".format", "use one of "+strings.Join(formats, ", "), "%q is not a secret format", s.Format)
 	}
+}
+
+// at returns the reporter for one file.
+func (l *loader) at(file string, fp map[string]Pos) at {
+	return at{file: file, fp: fp, probs: &l.probs, refused: l.refused[file]}
 }

@@ -61,9 +61,9 @@ func (l *loader) checkSeats() {
 	}
 	for _, name := range sortedKeys(l.repo.Modules) {
 		m := l.repo.Modules[name]
-		a := at{file: path.Join(ModulesDir, name, ModuleFile), fp: m.FieldPos, probs: &l.probs}
+		a := l.at(path.Join(ModulesDir, name, ModuleFile), m.FieldPos)
 		for i, req := range m.Requires {
-			if req.Seat == "" || req.Provider != ProviderModule || !isName(req.Seat) {
+			if req.Seat == "" || req.Provider != ProviderModule || !isName(req.Seat) || req.Contract == ContractSecret && req.Seat != SeatVault {
 				continue
 			}
 			p := fmt.Sprintf("$.requires[%d].seat", i)
@@ -84,7 +84,7 @@ func (l *loader) checkSeats() {
 // checkAssignment checks assignments/<node>/<module>.yaml.
 func (l *loader) checkAssignment(as *Assignment) {
 	file := path.Join(AssignmentsDir, as.Node, as.Module+".yaml")
-	a := at{file: file, fp: as.FieldPos, probs: &l.probs}
+	a := l.at(file, as.FieldPos)
 	if _, ok := l.repo.Nodes[as.Node]; !ok {
 		a.addPlain("$", "add nodes/"+as.Node+".yaml, or move the assignment under an existing node: "+strings.Join(sortedKeys(l.repo.Nodes), ", "), "node %q does not exist", as.Node)
 	}

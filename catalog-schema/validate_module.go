@@ -39,7 +39,7 @@ type moduleCheck struct {
 func (l *loader) checkModule(m *Module) {
 	file := path.Join(ModulesDir, m.Name, ModuleFile)
 	c := &moduleCheck{
-		at:     at{file: file, fp: m.FieldPos, probs: &l.probs},
+		at:     l.at(file, m.FieldPos),
 		repo:   l.repo,
 		m:      m,
 		fields: map[string]map[string]Field{},
@@ -72,8 +72,9 @@ func (l *loader) checkModule(m *Module) {
 func (c *moduleCheck) requirement(i int) {
 	req := &c.m.Requires[i]
 	p := fmt.Sprintf("$.requires[%d]", i)
+	dup := false
 	if c.checkName(p+".name", "the requirement's name", req.Name) {
-		if _, dup := c.reqs[req.Name]; dup {
+		if _, dup = c.reqs[req.Name]; dup {
 			c.add(p+".name", "give each requirement its own name", "requirement %q is declared twice", req.Name)
 		} else {
 			c.reqs[req.Name] = req
@@ -136,7 +137,9 @@ func (c *moduleCheck) requirement(i int) {
 		c.add(p+".restart", "use read-at-start or applied", "%q is not a restart mode", req.Restart)
 	}
 	if fields, ok := c.repo.RequirementFields(req); ok && req.Name != "" {
-		c.fields[req.Name] = fields
+		if !dup {
+			c.fields[req.Name] = fields
+		}
 		c.narrowing(p, req, fields)
 	} else if len(req.Narrow) > 0 {
 		c.add(p+".narrow", "narrow a known contract", "cannot narrow the unknown contract %q", req.Contract)
@@ -258,6 +261,7 @@ type refUse int
 const (
 	refPlain      refUse = iota // any non-secret text
 	refEnv                      // a container's environment value
+	refCommand                  // a container's command argument
 	refSecretFile               // a file resource's secret: only secret fields
 )
 
@@ -291,6 +295,8 @@ func (c *moduleCheck) refs(p, s string, use refUse) []Ref {
 			continue
 		}
 		switch {
+		case f.Secret && use == refCommand:
+			c.add(p, "pass it as a file: a file resource with `secret: "+r.String()+"` mounted into the container, and an argument naming that file", "secret field %s cannot be a command argument", r)
 		case f.Secret && use == refEnv:
 			c.add(p, "pass it as a file: a file resource with `secret: "+r.String()+"` mounted into the container, or an envFiles entry with its reason (ADR 0086)", "secret field %s cannot be a plain environment value", r)
 		case f.Secret && use == refPlain:

@@ -151,7 +151,7 @@ func (c *moduleCheck) container(i int, p string, r *Resource) {
 		c.add(p+".image", "pin it by digest: name@sha256:<64 hex> (find it with `podman image inspect` or the registry)", "image %q is not pinned by digest", r.Image)
 	}
 	for j, arg := range r.Command {
-		c.refs(fmt.Sprintf("%s.command[%d]", p, j), arg, refEnv)
+		c.refs(fmt.Sprintf("%s.command[%d]", p, j), arg, refCommand)
 	}
 	for _, k := range sortedKeys(r.Env) {
 		ep := p + ".env." + k
