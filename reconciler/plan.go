@@ -163,8 +163,9 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 	for n := range headDecls {
 		nodes[n] = true
 	}
+	declared := declaredRestarts(head)
 	for _, n := range sortedKeys(nodes) {
-		p.Nodes = append(p.Nodes, diffNode(n, baseDecls[n], headDecls[n], declaredRestarts(head)))
+		p.Nodes = append(p.Nodes, diffNode(n, baseDecls[n], headDecls[n], declared))
 	}
 	return p, nil
 }

@@ -208,6 +208,8 @@ type resolver struct {
 	// providers: contract → assignments whose module provides it, in
 	// assignment order.
 	providers map[string][]*Resolved
+	// local: contract + "\x00" + node → the providers of it on that node.
+	local map[string][]*Resolved
 	// holders: seat → holding assignments, in assignment order.
 	holders map[string][]*Resolved
 	secrets map[string]*SecretNeed
@@ -225,6 +227,7 @@ func newResolver(repo *schema.Repo, opts ResolveOptions) *resolver {
 		res:       &Resolution{Mesh: repo.Mesh.Name},
 		byID:      map[string]*Resolved{},
 		providers: map[string][]*Resolved{},
+		local:     map[string][]*Resolved{},
 		holders:   map[string][]*Resolved{},
 		secrets:   map[string]*SecretNeed{},
 	}
@@ -293,6 +296,8 @@ func (r *resolver) index() {
 		r.res.Assignments = append(r.res.Assignments, ra)
 		for _, p := range m.Provides {
 			r.providers[p.Contract] = append(r.providers[p.Contract], ra)
+			k := p.Contract + "\x00" + a.Node
+			r.local[k] = append(r.local[k], ra)
 		}
 		for _, s := range a.Seats {
 			r.holders[s] = append(r.holders[s], ra)

@@ -81,16 +81,24 @@ func (r *resolver) chooseProvider(a *Resolved, q *schema.Requirement) *Resolved 
 		}
 		return p
 	}
+	local := r.local[q.Contract+"\x00"+a.Node]
+	if len(local) == 1 && local[0] != a {
+		return local[0]
+	}
+	all := r.providers[q.Contract]
+	if len(all) == 1 && all[0] != a {
+		return all[0]
+	}
 	cands := r.candidates(a, q.Contract)
-	var local []*Resolved
+	var localCands []*Resolved
 	for _, c := range cands {
 		if c.Node == a.Node {
-			local = append(local, c)
+			localCands = append(localCands, c)
 		}
 	}
 	switch {
-	case len(local) == 1:
-		return local[0]
+	case len(localCands) == 1:
+		return localCands[0]
 	case len(cands) == 1:
 		return cands[0]
 	case len(cands) == 0:
@@ -105,8 +113,8 @@ func (r *resolver) chooseProvider(a *Resolved, q *schema.Requirement) *Resolved 
 			Candidates: mods})
 		return nil
 	}
-	if len(local) > 1 {
-		cands = local
+	if len(localCands) > 1 {
+		cands = localCands
 	}
 	ids := idsOf(cands)
 	r.refuse(Reason{Kind: SeveralCandidates, Assignment: a.ID, Requirement: q.Name, Pos: a.Assignment.Pos,
