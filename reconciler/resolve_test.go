@@ -93,12 +93,23 @@ func TestResolveCases(t *testing.T) {
 // describe resolves and renders repo and writes both as a txtar archive.
 func describe(t testing.TB, repo *schema.Repo, opts ResolveOptions) []byte {
 	t.Helper()
+	out, err := snapshot(repo, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// snapshot resolves and renders repo and writes the result as a txtar
+// archive: every reason it was refused, or the resolution and each node's
+// declaration as hostd would read it.
+func snapshot(repo *schema.Repo, opts ResolveOptions) ([]byte, error) {
 	res, err := Resolve(repo, opts)
 	ar := &txtar.Archive{}
 	var ref *Refusal
 	if err != nil {
 		if !errors.As(err, &ref) {
-			t.Fatalf("resolve returned %T, not a *Refusal: %v", err, err)
+			return nil, fmt.Errorf("resolve returned %T, not a *Refusal: %w", err, err)
 		}
 		var b strings.Builder
 		for _, r := range ref.Reasons {
@@ -112,26 +123,26 @@ func describe(t testing.TB, repo *schema.Repo, opts ResolveOptions) []byte {
 		}
 		ar.Files = append(ar.Files, txtar.File{Name: "refused", Data: []byte(b.String())})
 		if _, err := Render(res, Unsealed{}); !errors.Is(err, ErrRefused) {
-			t.Fatalf("render of a refused resolution: got %v, want ErrRefused", err)
+			return nil, fmt.Errorf("render of a refused resolution: got %v, want ErrRefused", err)
 		}
-		return txtar.Format(ar)
+		return txtar.Format(ar), nil
 	}
 	ar.Files = append(ar.Files, txtar.File{Name: "resolution", Data: []byte(dumpResolution(res))})
 	decls, err := Render(res, Unsealed{})
 	if err != nil {
-		t.Fatalf("render: %v", err)
+		return nil, fmt.Errorf("render: %w", err)
 	}
 	for _, n := range res.Nodes {
 		data, err := declaration.Marshal(decls[n])
 		if err != nil {
-			t.Fatalf("marshal %s: %v", n, err)
+			return nil, fmt.Errorf("marshal %s: %w", n, err)
 		}
 		if _, err := declaration.Parse(data); err != nil {
-			t.Fatalf("hostd would refuse node %s's declaration: %v", n, err)
+			return nil, fmt.Errorf("hostd would refuse node %s's declaration: %w", n, err)
 		}
 		ar.Files = append(ar.Files, txtar.File{Name: "node/" + n + ".json", Data: data})
 	}
-	return txtar.Format(ar)
+	return txtar.Format(ar), nil
 }
 
 // dumpResolution writes a resolution as text, in a fixed order.
