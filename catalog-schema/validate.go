@@ -224,6 +224,14 @@ var (
 	envNameRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// FieldTypes returns the types a contract field may have.
+func FieldTypes() []FieldType { return slices.Clone(fieldTypes) }
+
+// ProviderKinds returns the four kinds of provider (design 27).
+func ProviderKinds() []ProviderKind {
+	return []ProviderKind{ProviderModule, ProviderHost, ProviderMesh, ProviderOperator}
+}
+
 // typeNames lists the field types for hints.
 func typeNames() string {
 	s := make([]string, len(fieldTypes))
