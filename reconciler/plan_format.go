@@ -117,7 +117,7 @@ func (p *Plan) Markdown() []byte {
 			b.WriteString("\n")
 		}
 		if len(n.Reruns) > 0 {
-			b.WriteString("Steps that run again:\n\n")
+			b.WriteString("Steps that will run:\n\n")
 			for _, r := range n.Reruns {
 				fmt.Fprintf(&b, "- `%s` (`%s`): %s\n", r.ID, r.Container, mdEscape(strings.Join(r.Reasons, "; ")))
 			}
