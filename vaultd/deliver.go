@@ -29,9 +29,8 @@ func (v *Vault) Put(ctx context.Context, req client.PutRequest) (*client.PutResp
 	if err != nil {
 		return nil, fmt.Errorf("put %q: %w", req.Name, err)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old := v.recs[req.Name]
+	defer v.lock(req.Name)()
+	old := v.rec(req.Name)
 	if old == nil {
 		r, err := v.newRecord(req.Name, client.OriginOperator, spec, val, "")
 		if err != nil {
@@ -114,17 +113,20 @@ func (v *Vault) Adopt(ctx context.Context, req client.AdoptRequest) (*client.Ado
 		}
 		items = append(items, it)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	names := make([]string, len(items))
+	for i, it := range items {
+		names[i] = it.name
+	}
+	defer v.lock(names...)()
 	for _, it := range items {
-		if old := v.recs[it.name]; old != nil && !sameAdopted(old, it.val) {
+		if old := v.rec(it.name); old != nil && !sameAdopted(old, it.val) {
 			return nil, refuse(client.ErrConflict, "raising the vault again is a genesis act (break-glass): deliver the values it holds, or none",
 				"adopt %q: the vault already holds another value of it (%s)", it.name, old.Origin)
 		}
 	}
 	resp := &client.AdoptResponse{Adopted: []client.PutResponse{}}
 	for _, it := range items {
-		if old := v.recs[it.name]; old != nil {
+		if old := v.rec(it.name); old != nil {
 			resp.Adopted = append(resp.Adopted, client.PutResponse{Name: it.name, Version: old.Rot.Current.Version, Unchanged: true})
 			continue
 		}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/meshgen/meshgen/vaultd/client"
@@ -23,8 +25,7 @@ func (v *Vault) Rotate(ctx context.Context, name string) (*client.Rotation, erro
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.lock(name)()
 	old, err := v.get(name)
 	if err != nil {
 		return nil, err
@@ -40,7 +41,7 @@ func (v *Vault) Rotate(ctx context.Context, name string) (*client.Rotation, erro
 }
 
 func (v *Vault) get(name string) (*record, error) {
-	r := v.recs[name]
+	r := v.rec(name)
 	if r == nil {
 		return nil, refuse(client.ErrNotFound, "`meshgen vault status` lists the secrets", "secret %q does not exist", name)
 	}
@@ -94,25 +95,38 @@ func (v *Vault) due(r *record) bool {
 // timer; Seal also checks the secret it seals.
 func (v *Vault) Tick(ctx context.Context) ([]string, error) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	names := slices.Sorted(maps.Keys(v.recs))
+	v.mu.Unlock()
 	var started []string
 	var errs []error
-	for name, old := range v.recs {
-		if !v.due(old) {
-			continue
-		}
-		r := old.clone()
-		if err := v.start(r, reasonMaxAge); err != nil {
+	for _, name := range names {
+		ok, err := v.tick(name)
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		if err := v.put(r); err != nil {
-			errs = append(errs, err)
-			continue
+		if ok {
+			started = append(started, name)
 		}
-		started = append(started, name)
 	}
 	return started, errors.Join(errs...)
+}
+
+// tick starts name's rotation if its maximum age passed, and reports
+// whether it did.
+func (v *Vault) tick(name string) (bool, error) {
+	defer v.lock(name)()
+	old := v.rec(name)
+	if old == nil || !v.due(old) {
+		return false, nil
+	}
+	r := old.clone()
+	if err := v.start(r, reasonMaxAge); err != nil {
+		return false, err
+	}
+	if err := v.put(r); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Step is one rotation step the reconciler confirms.
@@ -137,8 +151,7 @@ func (v *Vault) Confirm(ctx context.Context, step Step, req client.ConfirmReques
 			return nil, err
 		}
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	defer v.lock(req.Name)()
 	old, err := v.get(req.Name)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"filippo.io/age"
@@ -327,5 +329,36 @@ func TestAdoptGenesisValues(t *testing.T) {
 	}
 	if rot.To != 2 {
 		t.Fatalf("rotated to %d", rot.To)
+	}
+}
+
+// TestConcurrentSealsAgree seals the same new secrets from many clients at
+// once: each is made once, and every client gets the same bytes.
+func TestConcurrentSealsAgree(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	node := vaulttest.NewNode(t)
+	const clients, secrets = 8, 20
+	got := make([][]string, clients)
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range secrets {
+				resp, err := v.Client.Seal(ctx, client.SealRequest{Name: "s" + strconv.Itoa(i), Recipients: recipients(node)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got[c] = append(got[c], resp.Sealed[0].SHA256)
+			}
+		}()
+	}
+	wg.Wait()
+	for c := 1; c < clients; c++ {
+		if !slices.Equal(got[c], got[0]) {
+			t.Fatalf("client %d got other ciphertexts than client 0", c)
+		}
 	}
 }

@@ -53,8 +53,44 @@ type Vault struct {
 	audit *auditLog
 	now   func() time.Time
 
-	mu   sync.Mutex
-	recs map[string]*record
+	// mu guards recs and names. A record in recs is never changed in place:
+	// a change is made on a clone, written, then swapped in, so readers
+	// need only mu. Changes to one secret are serialised by its lock in
+	// names, so writes (and their fsyncs) of different secrets overlap.
+	mu    sync.Mutex
+	recs  map[string]*record
+	names map[string]*sync.Mutex
+}
+
+// lock takes the locks of names, in order, and returns their release.
+func (v *Vault) lock(names ...string) (unlock func()) {
+	names = uniq(names)
+	v.mu.Lock()
+	ms := make([]*sync.Mutex, len(names))
+	for i, n := range names {
+		m := v.names[n]
+		if m == nil {
+			m = &sync.Mutex{}
+			v.names[n] = m
+		}
+		ms[i] = m
+	}
+	v.mu.Unlock()
+	for _, m := range ms {
+		m.Lock()
+	}
+	return func() {
+		for i := len(ms) - 1; i >= 0; i-- {
+			ms[i].Unlock()
+		}
+	}
+}
+
+// rec returns name's record, nil if none.
+func (v *Vault) rec(name string) *record {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.recs[name]
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/-]{0,199}$`)
@@ -69,7 +105,7 @@ func Open(opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Vault{store: st, now: opts.Now, recs: map[string]*record{}}
+	v := &Vault{store: st, now: opts.Now, recs: map[string]*record{}, names: map[string]*sync.Mutex{}}
 	if v.now == nil {
 		v.now = time.Now
 	}
@@ -118,7 +154,7 @@ func checkName(name string) error {
 	return nil
 }
 
-// put writes r and swaps it in. The caller holds v.mu.
+// put writes r and swaps it in. The caller holds r's lock.
 func (v *Vault) put(r *record) error {
 	r.prune()
 	data, err := json.Marshal(r)
@@ -128,7 +164,9 @@ func (v *Vault) put(r *record) error {
 	if err := v.store.Put(r.Name, data); err != nil {
 		return fmt.Errorf("store secret %q: %w", r.Name, err)
 	}
+	v.mu.Lock()
 	v.recs[r.Name] = r
+	v.mu.Unlock()
 	return nil
 }
 
@@ -172,9 +210,8 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 		parsed[r] = p
 	}
 
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	old := v.recs[req.Name]
+	defer v.lock(req.Name)()
+	old := v.rec(req.Name)
 	r := old
 	dirty := false
 	change := func() {
