@@ -155,6 +155,11 @@ type SealRequest struct {
 	Spec Spec `json:"spec"`
 	// Appliers are the age recipients (node recipients) of the nodes that
 	// apply the secret: the provider's run-once step.
+	//
+	// Appliers and Recipients are the secret's complete lists, every time:
+	// vaultd records them, and a recipient left out is no longer a party
+	// (a rotation stops waiting on it). Seal a secret once for all its
+	// nodes, not once per node.
 	Appliers []string `json:"appliers,omitempty"`
 	// Recipients are the age recipients of the nodes that read the secret
 	// (present it). A recipient may appear in both lists.
