@@ -44,6 +44,8 @@ type applier struct {
 	// changed maps the ID of every resource this apply changed to what
 	// happened ("changed", "ran"): a container or step that reads it reacts.
 	changed map[string]string
+	// dirty says st changed beyond what record compares (a container's ID).
+	dirty bool
 }
 
 // Apply applies d, whose sealed files are in br, in declared order, never
@@ -78,7 +80,7 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 		err = errors.Join(err, h.saveState(st), writeJSON(h.statePath(reportFile), &rep))
 	}()
 
-	a.observed, err = h.rt.List(ctx, d.Mesh)
+	a.observed, err = a.observe(ctx)
 	if err != nil {
 		for _, r := range d.Resources {
 			rep.Resources = append(rep.Resources, declaration.Result{ID: r.ID, Kind: r.Kind, Outcome: declaration.Gated,
@@ -115,6 +117,34 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 	return rep, failed
 }
 
+// observe lists the mesh's containers (one query) and inspects, in one more
+// query, those of the declaration whose ID is not the one hostd recorded:
+// made or replaced outside hostd, or made just before a crash.
+func (a *applier) observe(ctx context.Context) (map[string]podman.Observed, error) {
+	obs, err := a.h.rt.List(ctx, a.d.Mesh)
+	if err != nil {
+		return nil, err
+	}
+	var unknown []string
+	for _, r := range a.d.Resources {
+		c := r.Container
+		if c == nil || c.RunOnce {
+			continue
+		}
+		if o, ok := obs[c.Name]; ok && o.ID != a.st.Containers[c.Name] {
+			unknown = append(unknown, c.Name)
+		}
+	}
+	full, err := a.h.rt.Inspect(ctx, unknown)
+	if err != nil {
+		return nil, err
+	}
+	for name, o := range full {
+		obs[name] = o
+	}
+	return obs, nil
+}
+
 func (a *applier) apply(ctx context.Context, r *declaration.Resource) (declaration.Outcome, string, error) {
 	switch {
 	case r.File != nil:
@@ -133,7 +163,7 @@ func (a *applier) apply(ctx context.Context, r *declaration.Resource) (declarati
 // already holds costs nothing.
 func (a *applier) record(r *declaration.Resource, o declaration.Outcome) error {
 	dg := a.digests[r.ID]
-	dirty := a.st.Applied[r.ID] != dg
+	dirty := a.dirty || a.st.Applied[r.ID] != dg
 	a.st.Applied[r.ID] = dg
 	if r.Container != nil && r.Container.RunOnce && o == declaration.Ran {
 		// The marker is written only after the step exited 0 (ADR 0052).
@@ -143,5 +173,6 @@ func (a *applier) record(r *declaration.Resource, o declaration.Outcome) error {
 	if !dirty {
 		return nil
 	}
+	a.dirty = false
 	return a.h.saveState(a.st)
 }

@@ -65,7 +65,7 @@ func (a *applier) container(ctx context.Context, r *declaration.Resource) (decla
 	spec := a.spec(r)
 	o, exists := a.observed[c.Name]
 	if !exists {
-		if err := a.h.rt.Run(ctx, spec); err != nil {
+		if err := a.run(ctx, spec); err != nil {
 			return "", "", err
 		}
 		a.changed[r.ID] = "changed"
@@ -77,7 +77,7 @@ func (a *applier) container(ctx context.Context, r *declaration.Resource) (decla
 		outcome, why = declaration.Recreated, reads
 	} else if o.Labels[podman.LabelDigest] != a.digests[r.ID] {
 		outcome, why = declaration.Recreated, []string{"its declaration changed"}
-	} else if diffs := drift(o, spec); len(diffs) > 0 {
+	} else if diffs := drift(o, spec); o.Inspected && len(diffs) > 0 {
 		outcome, why = declaration.Corrected, []string{"running configuration differed: " + strings.Join(diffs, ", ")}
 	} else if !o.Running {
 		if err := a.h.rt.Start(ctx, c.Name); err != nil {
@@ -86,16 +86,33 @@ func (a *applier) container(ctx context.Context, r *declaration.Resource) (decla
 		a.changed[r.ID] = "changed"
 		return declaration.Corrected, fmt.Sprintf("was %s, started again", o.State), nil
 	} else {
+		if a.st.Containers[c.Name] != o.ID {
+			// Inspected and found as declared: hostd's from now on.
+			a.st.Containers[c.Name] = o.ID
+			a.dirty = true
+		}
 		return declaration.Unchanged, "", nil
 	}
 	if err := a.h.rt.Remove(ctx, c.Name); err != nil {
 		return "", "", err
 	}
-	if err := a.h.rt.Run(ctx, spec); err != nil {
+	delete(a.st.Containers, c.Name)
+	if err := a.run(ctx, spec); err != nil {
 		return "", "", err
 	}
 	a.changed[r.ID] = "changed"
 	return outcome, strings.Join(why, ", "), nil
+}
+
+// run starts a container and notes its ID for the record.
+func (a *applier) run(ctx context.Context, spec podman.Spec) error {
+	id, err := a.h.rt.Run(ctx, spec)
+	if err != nil {
+		return err
+	}
+	a.st.Containers[spec.Name] = id
+	a.dirty = true
+	return nil
 }
 
 // drift names how a running container differs from its declaration: image,

@@ -32,10 +32,13 @@ import (
 // machine; its conformance runs in this package's tests.
 type Runtime interface {
 	// List returns every container labelled with the mesh, by name, in one
-	// query.
+	// query; their env, mounts and ports need not be filled in.
 	List(ctx context.Context, mesh string) (map[string]podman.Observed, error)
-	// Run creates and starts a long-running container.
-	Run(ctx context.Context, s podman.Spec) error
+	// Inspect returns the full configuration of the named containers, in one
+	// query.
+	Inspect(ctx context.Context, names []string) (map[string]podman.Observed, error)
+	// Run creates and starts a long-running container and returns its ID.
+	Run(ctx context.Context, s podman.Spec) (string, error)
 	// RunOnce runs a container to completion and removes it; a non-zero exit
 	// is an [*podman.ExitError].
 	RunOnce(ctx context.Context, s podman.Spec) error

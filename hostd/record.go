@@ -41,6 +41,10 @@ type state struct {
 	// Markers maps a run-once step's ID to the digest it last ran to
 	// completion with (ADR 0052); only ever written after exit 0.
 	Markers map[string]string `json:"markers"`
+	// Containers maps a container's name to the ID hostd made it with. A
+	// container's image, env, mounts and ports cannot change without a new
+	// ID, so only one with another ID (made outside hostd) is inspected.
+	Containers map[string]string `json:"containers"`
 }
 
 // target is the newest declaration that verified: what hostd converges to.
@@ -55,7 +59,7 @@ type target struct {
 func (h *Host) statePath(name string) string { return filepath.Join(h.cfg.StateDir, name) }
 
 func (h *Host) loadState() (*state, error) {
-	st := &state{Applied: map[string]string{}, Markers: map[string]string{}}
+	st := &state{}
 	if err := readJSON(h.statePath(stateFile), st); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
@@ -64,6 +68,9 @@ func (h *Host) loadState() (*state, error) {
 	}
 	if st.Markers == nil {
 		st.Markers = map[string]string{}
+	}
+	if st.Containers == nil {
+		st.Containers = map[string]string{}
 	}
 	return st, nil
 }

@@ -5,7 +5,8 @@
 // --tmpdir when set), and images are run with --pull=never unless the node
 // allows pulls, so a digest that is not on the machine fails instead of
 // reaching a registry. [Podman.List] observes every container of a mesh with
-// two commands (one `ps`, one `inspect`), whatever their number.
+// one `ps`, whatever their number; [Podman.Inspect] reads the full
+// configuration of the few that need it with one `inspect`.
 package podman
 
 import (
@@ -84,6 +85,8 @@ type Observed struct {
 	Mounts []declaration.Mount
 	Ports  []declaration.Port
 	Labels map[string]string
+	// Inspected says Env, Mounts and Ports were read ([Podman.Inspect]).
+	Inspected bool
 }
 
 func (p *Podman) command(ctx context.Context, args ...string) *exec.Cmd {
@@ -122,8 +125,11 @@ func lastLine(s string) string {
 }
 
 type psEntry struct {
-	ID    string   `json:"Id"`
-	Names []string `json:"Names"`
+	ID     string            `json:"Id"`
+	Names  []string          `json:"Names"`
+	Image  string            `json:"Image"`
+	State  string            `json:"State"`
+	Labels map[string]string `json:"Labels"`
 }
 
 type inspectEntry struct {
@@ -152,7 +158,8 @@ type inspectEntry struct {
 }
 
 // List returns every container labelled with mesh, by name, with one
-// `podman ps` and one `podman container inspect`.
+// `podman ps`: name, ID, state, image and labels; Env, Mounts and Ports are
+// left empty ([Observed.Inspected] is false).
 func (p *Podman) List(ctx context.Context, mesh string) (map[string]Observed, error) {
 	out, err := p.run(ctx, "ps", "ps", "--all", "--format", "json", "--filter", "label="+LabelMesh+"="+mesh)
 	if err != nil {
@@ -163,25 +170,34 @@ func (p *Podman) List(ctx context.Context, mesh string) (map[string]Observed, er
 		return nil, fmt.Errorf("list containers of mesh %q: read podman ps: %w", mesh, err)
 	}
 	found := make(map[string]Observed, len(ps))
-	if len(ps) == 0 {
+	for _, c := range ps {
+		if len(c.Names) == 0 {
+			continue
+		}
+		found[c.Names[0]] = Observed{Name: c.Names[0], ID: c.ID, State: c.State, Running: c.State == "running", Image: c.Image, Labels: c.Labels}
+	}
+	return found, nil
+}
+
+// Inspect returns the full configuration of the named containers (or IDs),
+// by name, with one `podman container inspect`.
+func (p *Podman) Inspect(ctx context.Context, names []string) (map[string]Observed, error) {
+	found := make(map[string]Observed, len(names))
+	if len(names) == 0 {
 		return found, nil
 	}
-	args := []string{"container", "inspect"}
-	for _, c := range ps {
-		args = append(args, c.ID)
-	}
-	out, err = p.run(ctx, "inspect", args...)
+	out, err := p.run(ctx, "inspect", append([]string{"container", "inspect"}, names...)...)
 	if err != nil {
-		return nil, fmt.Errorf("inspect containers of mesh %q: %w", mesh, err)
+		return nil, fmt.Errorf("inspect containers %s: %w", strings.Join(names, ", "), err)
 	}
 	var ins []inspectEntry
 	if err := json.Unmarshal(out, &ins); err != nil {
-		return nil, fmt.Errorf("inspect containers of mesh %q: read podman inspect: %w", mesh, err)
+		return nil, fmt.Errorf("inspect containers: read podman inspect: %w", err)
 	}
 	for _, c := range ins {
 		o := Observed{
 			Name: strings.TrimPrefix(c.Name, "/"), ID: c.ID, Running: c.State.Running, State: c.State.Status,
-			Image: c.ImageName, Env: map[string]string{}, Labels: c.Config.Labels,
+			Image: c.ImageName, Env: map[string]string{}, Labels: c.Config.Labels, Inspected: true,
 		}
 		for _, kv := range c.Config.Env {
 			k, v, _ := strings.Cut(kv, "=")
@@ -266,12 +282,14 @@ func (p *Podman) runArgs(s Spec) []string {
 	return append(args, s.Command...)
 }
 
-// Run creates and starts a long-running container, detached.
-func (p *Podman) Run(ctx context.Context, s Spec) error {
-	if _, err := p.run(ctx, "run "+s.Name, append([]string{"run", "--detach"}, p.runArgs(s)...)...); err != nil {
-		return fmt.Errorf("run container %q: %w", s.Name, err)
+// Run creates and starts a long-running container, detached, and returns
+// its ID.
+func (p *Podman) Run(ctx context.Context, s Spec) (string, error) {
+	out, err := p.run(ctx, "run "+s.Name, append([]string{"run", "--detach"}, p.runArgs(s)...)...)
+	if err != nil {
+		return "", fmt.Errorf("run container %q: %w", s.Name, err)
 	}
-	return nil
+	return strings.TrimSpace(string(out)), nil
 }
 
 // ExitError is a step that ran and exited non-zero.
