@@ -198,7 +198,7 @@ stateDir: $WORK/$n/state
 root: $WORK/$n/root
 podman: {root: $WORK/$n/p/r, runRoot: $WORK/$n/p/rr, tmpDir: $WORK/$n/p/t, stopTimeout: 1}
 EOF
-  recipient=$(run "$BIN/hostd" init --config "$WORK/$n/etc/hostd.yaml" | grep -oE 'age1[0-9a-z]{58}' | head -1)
+  recipient=$(run "$BIN/hostd" init --dir "$WORK/$n/etc" | grep -oE 'age1[0-9a-z]{58}' | head -1)
   [ -n "$recipient" ] || fail "hostd init on $n printed no age recipient"
   cat >"$OPERATOR/nodes/$n.yaml" <<EOF
 # Node $n: its age recipient, printed by \`hostd init\` on the node.

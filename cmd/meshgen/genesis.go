@@ -82,10 +82,10 @@ func printGenesis(w io.Writer, name string, res *genesis.Result) {
 	}
 	fmt.Fprintf(w, `
 next steps:
-  1. on each node: hostd init --name NODE ... ; commit the recipient it prints
-     as nodes/NODE.yaml (git clone %[1]s)
+  1. on each node: hostd init --dir /etc/hostd, and install %[3]s there;
+     commit the recipient it prints as nodes/NODE.yaml (git clone %[1]s)
   2. commit your catalog (catalog/contracts, catalog/modules) and assignments,
-     then check them: meshgen check --repo %[1]s
+     then check them: meshgen check --repo %[1]s --ref main
   3. reconcile: meshgen reconcile --repo %[1]s --vault SOCKET --key %[2]s
-`, res.Repo, res.Key)
+`, res.Repo, res.Key, genesis.PubFile)
 }
