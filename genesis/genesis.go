@@ -5,8 +5,8 @@
 //
 //   - mesh.git, a local bare git repository (the embedded default) whose
 //     first commit on main holds mesh.yaml (the name and the defaults), empty
-//     nodes/, catalog/ and assignments/ folders (each with a README saying
-//     what goes there), and keys/reconciler.pub;
+//     nodes/, catalog/ and assignments/ folders (kept by a .gitkeep), a
+//     README saying what goes where, and keys/reconciler.pub;
 //   - reconciler.key, the reconciler's signing key, made here because this is
 //     where it is used, in cosign's format and encrypted at rest with the
 //     password given (DESIGN.md "Secrets": a private key is made where it is
@@ -54,13 +54,15 @@ import (
 	"regexp"
 	"syscall"
 	"time"
+
+	schema "github.com/meshgen/meshgen/catalog-schema"
 )
 
 // The defaults genesis writes into mesh.yaml.
 const (
 	// DefaultRoot is where a node keeps its assignments' data unless the
 	// node states its own root (design 27: the default under /var/lib).
-	DefaultRoot = "/var/lib/meshgen"
+	DefaultRoot = schema.DefaultRoot
 	// DefaultPollInterval is how often hostd polls its branch.
 	DefaultPollInterval = "1m"
 )
