@@ -53,8 +53,16 @@ type local struct {
 
 func (l *local) storage() *filesystem.Storage {
 	// A fresh storage per snapshot: go-git caches the pack index list, and
-	// another writer may have added packs since.
-	return filesystem.NewStorage(listingFS{osfs.New(l.dir), l.dir}, cache.NewObjectLRUDefault())
+	// another writer may have added packs since. Pack files stay open for
+	// the storage's life: go-git otherwise opens one per object read.
+	return filesystem.NewStorageWithOptions(listingFS{osfs.New(l.dir), l.dir}, cache.NewObjectLRUDefault(),
+		filesystem.Options{KeepDescriptors: true})
+}
+
+// view opens a storage for one goroutine; close releases its open packs.
+func (l *local) view() (storer.EncodedObjectStorer, func()) {
+	s := l.storage()
+	return s, func() { s.Close() }
 }
 
 // listingFS lists a directory while other writers add and remove files in
@@ -114,7 +122,7 @@ func (f listingFS) ReadDir(p string) ([]fs.FileInfo, error) {
 	return infos, nil
 }
 
-func (l *local) snapshot(_ context.Context, refs []string) (storer.EncodedObjectStorer, map[string]plumbing.Hash, error) {
+func (l *local) snapshot(_ context.Context, refs []string) (func() (storer.EncodedObjectStorer, func()), map[string]plumbing.Hash, error) {
 	packed, err := readPackedRefs(l.dir)
 	if err != nil {
 		return nil, nil, err
@@ -132,7 +140,7 @@ func (l *local) snapshot(_ context.Context, refs []string) (storer.EncodedObject
 			tips[ref] = h
 		}
 	}
-	return l.storage(), tips, nil
+	return l.view, tips, nil
 }
 
 func (l *local) writePack(_ context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
@@ -194,11 +202,19 @@ func (e *lockHeldError) Error() string { return "lock file " + e.path + " is hel
 // take <ref>.lock with O_EXCL, compare, write, rename over the ref.
 func casRef(dir, ref string, old, new plumbing.Hash) (err error) {
 	path := filepath.Join(dir, filepath.FromSlash(ref))
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("update %s: %w", ref, err)
-	}
 	lock := path + ".lock"
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	var f *os.File
+	// `git pack-refs` removes emptied directories under refs/: make the
+	// directory again when it vanished between making it and using it.
+	for range 10 {
+		if err = os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fmt.Errorf("update %s: %w", ref, err)
+		}
+		f, err = os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
 	if errors.Is(err, fs.ErrExist) {
 		return &lockHeldError{path: lock}
 	}

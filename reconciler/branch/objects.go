@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -15,6 +16,7 @@ import (
 
 // objects collects new git objects in memory, in the order they were made.
 type objects struct {
+	mu     sync.Mutex
 	store  *memory.Storage
 	hashes []plumbing.Hash
 	seen   map[plumbing.Hash]bool
@@ -31,6 +33,8 @@ func blobHash(content []byte) plumbing.Hash {
 
 func (o *objects) add(obj plumbing.EncodedObject) (plumbing.Hash, error) {
 	h := obj.Hash()
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	if o.seen[h] {
 		return h, nil
 	}
@@ -43,7 +47,7 @@ func (o *objects) add(obj plumbing.EncodedObject) (plumbing.Hash, error) {
 }
 
 func (o *objects) blob(content []byte) (plumbing.Hash, error) {
-	obj := o.store.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	obj.SetType(plumbing.BlobObject)
 	obj.SetSize(int64(len(content)))
 	w, err := obj.Writer()
@@ -80,7 +84,7 @@ func (o *objects) tree(entries []treeEntry) (plumbing.Hash, error) {
 	for i, e := range entries {
 		t.Entries[i] = object.TreeEntry{Name: e.name, Mode: e.mode, Hash: e.hash}
 	}
-	obj := o.store.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := t.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}
@@ -109,7 +113,7 @@ func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, erro
 	if !ci.parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{ci.parent}
 	}
-	obj := o.store.NewEncodedObject()
+	obj := &plumbing.MemoryObject{}
 	if err := c.Encode(obj); err != nil {
 		return plumbing.ZeroHash, err
 	}

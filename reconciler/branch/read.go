@@ -3,6 +3,7 @@ package branch
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -62,11 +63,8 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
 	}
 	defer r.Close()
-	var head struct {
-		Generation uint64 `json:"generation"`
-		Source     string `json:"source"`
-	}
-	if err := json.NewDecoder(r).Decode(&head); err != nil {
+	head, err := readHead(r)
+	if err != nil {
 		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
 	}
 	t.generation, t.source = head.Generation, head.Source
@@ -109,4 +107,46 @@ func newerSource(s storer.EncodedObjectStorer, ours, theirs string) bool {
 // nodeOfRef returns the node a ref "refs/heads/node/<node>" belongs to.
 func nodeOfRef(ref string) (string, bool) {
 	return strings.CutPrefix(ref, "refs/heads/node/")
+}
+
+// declHead is the part of a declaration a write needs from the branch.
+type declHead struct {
+	Generation uint64
+	Source     string
+}
+
+// readHead reads a declaration's generation and source without decoding its
+// resources: they come before the resources in the canonical form, so it
+// stops as soon as both are read.
+func readHead(r io.Reader) (declHead, error) {
+	var h declHead
+	dec := json.NewDecoder(r)
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return h, fmt.Errorf("not a JSON object")
+	}
+	found := 0
+	for found < 2 && dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return h, err
+		}
+		switch key {
+		case "generation":
+			err = dec.Decode(&h.Generation)
+			found++
+		case "source":
+			err = dec.Decode(&h.Source)
+			found++
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return h, fmt.Errorf("field %v: %w", key, err)
+		}
+	}
+	if found < 2 {
+		return h, fmt.Errorf("no generation or no source")
+	}
+	return h, nil
 }

@@ -38,9 +38,9 @@ func OpenRemote(url string, opts RemoteOptions) (*Remote, error) {
 	if opts.CacheDir == "" {
 		return nil, errors.New("open remote repository: no cache directory")
 	}
-	repo, err := git.PlainOpen(opts.CacheDir)
+	_, err := git.PlainOpen(opts.CacheDir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		repo, err = git.PlainInit(opts.CacheDir, true)
+		_, err = git.PlainInit(opts.CacheDir, true)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open cache repository %s: %w", opts.CacheDir, err)
@@ -53,7 +53,7 @@ func OpenRemote(url string, opts RemoteOptions) (*Remote, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cache repository %s is in use by another reconciler: give each its own cache directory", opts.CacheDir)
 	}
-	r := &remote{url: url, cache: opts.CacheDir, repo: repo, auth: opts.Auth, lock: lock, local: &local{dir: opts.CacheDir}}
+	r := &remote{url: url, cache: opts.CacheDir, auth: opts.Auth, lock: lock, local: &local{dir: opts.CacheDir}}
 	return &Remote{Repository: Repository{b: r}, r: r}, nil
 }
 
@@ -78,10 +78,17 @@ func (r *Remote) Fetch(ctx context.Context, refs ...string) error {
 type remote struct {
 	url   string
 	cache string
-	repo  *git.Repository
 	auth  transport.AuthMethod
 	lock  *os.File
 	local *local
+}
+
+// remote returns an anonymous remote for the server (nothing is saved in the
+// cache's configuration) over a fresh view of the cache: go-git's storage
+// keeps the pack list it first read, and packs are added since.
+func (r *remote) remote() (*git.Remote, func()) {
+	s := r.local.storage()
+	return git.NewRemote(s, &config.RemoteConfig{Name: "origin", URLs: []string{r.url}}), func() { s.Close() }
 }
 
 func (r *remote) fetch(ctx context.Context, refs ...string) error {
@@ -89,16 +96,21 @@ func (r *remote) fetch(ctx context.Context, refs ...string) error {
 	for i, ref := range refs {
 		specs[i] = config.RefSpec("+" + ref + ":" + ref)
 	}
-	err := r.repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteURL: r.url, RefSpecs: specs, Auth: r.auth, Force: true, Prune: true, Tags: git.NoTags,
+	rem, done := r.remote()
+	err := rem.FetchContext(ctx, &git.FetchOptions{
+		RefSpecs: specs, Auth: r.auth, Force: true, Prune: true, Tags: git.NoTags,
 	})
+	done()
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return nil
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return fmt.Errorf("fetch %s from %s: %w", refs, r.url, err)
 	}
 	return nil
 }
 
-func (r *remote) snapshot(ctx context.Context, refs []string) (storer.EncodedObjectStorer, map[string]plumbing.Hash, error) {
+func (r *remote) snapshot(ctx context.Context, refs []string) (func() (storer.EncodedObjectStorer, func()), map[string]plumbing.Hash, error) {
 	if err := r.fetch(ctx, "refs/heads/node/*"); err != nil {
 		return nil, nil, err
 	}
@@ -121,9 +133,11 @@ func (r *remote) update(ctx context.Context, ups []refUpdate) (conflicts, locked
 		}
 		specs[i] = config.RefSpec(u.ref + ":" + u.ref)
 	}
-	pushErr := r.repo.PushContext(ctx, &git.PushOptions{
-		RemoteURL: r.url, RefSpecs: specs, Auth: r.auth, Atomic: true,
+	rem, done := r.remote()
+	pushErr := rem.PushContext(ctx, &git.PushOptions{
+		RefSpecs: specs, Auth: r.auth, Atomic: true,
 	})
+	done()
 	if pushErr == nil || errors.Is(pushErr, git.NoErrAlreadyUpToDate) {
 		return nil, nil, nil
 	}

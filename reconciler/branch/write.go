@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -122,9 +124,10 @@ type refUpdate struct {
 
 // backend is a repository the writer reads from and writes to.
 type backend interface {
-	// snapshot returns a view of the objects and the current tips of refs
-	// (absent refs are left out).
-	snapshot(ctx context.Context, refs []string) (storer.EncodedObjectStorer, map[string]plumbing.Hash, error)
+	// snapshot returns the current tips of refs (absent refs are left out)
+	// and a way to open views of the objects, each for one goroutine, that
+	// hold every object those tips reach. close releases a view.
+	snapshot(ctx context.Context, refs []string) (open func() (s storer.EncodedObjectStorer, close func()), tips map[string]plumbing.Hash, err error)
 	// writePack stores hashes (all held by objs) in one packfile.
 	writePack(ctx context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error
 	// update moves every ref with compare-and-swap; it returns the refs that
@@ -181,32 +184,33 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 		for i, n := range pending {
 			refs[i] = Ref(n)
 		}
-		s, tips, err := r.b.snapshot(ctx, refs)
+		open, tips, err := r.b.snapshot(ctx, refs)
 		if err != nil {
 			return res, err
 		}
 		objs := newObjects()
 		var ups []refUpdate
 		planned := map[string]NodeResult{}
+		plans, err := planAll(open, objs, pending, nodes, tips, opts)
 		reread := false
-		for _, name := range pending {
-			nr, up, err := plan(s, objs, name, nodes[name], tips[Ref(name)], opts)
-			if err != nil && readRetries < 3 {
-				// A pack may have been replaced under the snapshot (git gc
-				// repacking): read everything again.
-				readRetries++
-				reread = true
+		if err != nil && readRetries < 3 {
+			// A pack may have been replaced under the snapshot (git gc
+			// repacking): read everything again.
+			readRetries++
+			reread = true
+		} else if err != nil {
+			return res, err
+		}
+		for i, p := range plans {
+			if reread {
 				break
 			}
-			if err != nil {
-				return res, err
-			}
-			if up == nil {
-				done[name] = nr
+			if p.up == nil {
+				done[pending[i]] = p.nr
 				continue
 			}
-			ups = append(ups, *up)
-			planned[Ref(name)] = nr
+			ups = append(ups, *p.up)
+			planned[p.up.ref] = p.nr
 		}
 		if reread {
 			continue
@@ -214,12 +218,14 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 		if len(ups) == 0 {
 			return res, nil
 		}
+		s, closeS := open()
 		missing, err := objs.missing(s)
+		if err == nil {
+			err = r.b.writePack(ctx, s, objs, missing)
+		}
+		closeS()
 		if err != nil {
 			return res, fmt.Errorf("write node branches: %w", err)
-		}
-		if err := r.b.writePack(ctx, s, objs, missing); err != nil {
-			return res, err
 		}
 		res.Objects += len(missing)
 		conflicts, locked, err := r.b.update(ctx, ups)
@@ -255,6 +261,38 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 		}
 	}
 	return res, nil
+}
+
+type planned struct {
+	nr NodeResult
+	up *refUpdate
+}
+
+// planAll plans every pending node, on as many goroutines as there are
+// processors, each with its own view of the repository (go-git's storage is
+// not safe for concurrent use).
+func planAll(open func() (storer.EncodedObjectStorer, func()), objs *objects, pending []string, nodes map[string]*Node, tips map[string]plumbing.Hash, opts WriteOptions) ([]planned, error) {
+	out := make([]planned, len(pending))
+	workers := min(runtime.GOMAXPROCS(0), 1+len(pending)/64)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			s, closeS := open()
+			defer closeS()
+			for i := w; i < len(pending); i += workers {
+				name := pending[i]
+				nr, up, err := plan(s, objs, name, nodes[name], tips[Ref(name)], opts)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				out[i] = planned{nr, up}
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // plan decides one node's write against the tip its branch has now. It

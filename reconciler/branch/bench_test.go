@@ -1,0 +1,138 @@
+package branch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+)
+
+// benchMesh makes 1,000 nodes, each with 20 assignments' worth of resources
+// (a directory, a config file, a sealed secret file and a container each).
+func benchMesh(tag string) map[string]*Node {
+	nodes := map[string]*Node{}
+	for i := range 1000 {
+		name := fmt.Sprintf("n%04d", i)
+		n := testNode(name, tag, 20)
+		for a := range 20 {
+			mod := fmt.Sprintf("m%02d", a)
+			n.Declaration.Resources = append(n.Declaration.Resources,
+				declaration.Resource{ID: mod + "/data", Kind: declaration.KindDirectory, Module: mod,
+					Directory: &declaration.Directory{Path: "/var/lib/meshgen/" + mod + "/data", Mode: "0750"}},
+				declaration.Resource{ID: mod + "/config", Kind: declaration.KindFile, Module: mod,
+					File: &declaration.File{Path: "/var/lib/meshgen/" + mod + "/app.ini", Mode: "0644",
+						Content: strings.Repeat("key = value\n", 10)}},
+				declaration.Resource{ID: mod + "/app", Kind: declaration.KindContainer, Module: mod,
+					Container: &declaration.Container{Name: mod + "-" + name,
+						Image: "registry.local/" + mod + "@sha256:" + strings.Repeat("ab", 32),
+						Env:   map[string]string{"MODE": "prod"}, RestartOn: []string{mod + "/config"},
+						Mounts: []declaration.Mount{{Source: "/var/lib/meshgen/" + mod + "/data", Target: "/data"}}}},
+			)
+		}
+		nodes[name] = n
+	}
+	return nodes
+}
+
+func BenchmarkWrite1000Nodes(b *testing.B) {
+	ctx := context.Background()
+	signer, _ := testSigner(b)
+	base := benchMesh("a")
+	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			b.StopTimer()
+			r, err := OpenLocal(bareRepo(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			if _, err := r.Write(ctx, base, opts); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+
+	repo := bareRepo(b)
+	r, err := OpenLocal(repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := r.Write(ctx, base, opts); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("no-change", func(b *testing.B) {
+		for b.Loop() {
+			res, err := r.Write(ctx, base, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Objects != 0 || len(res.Changed()) != 0 {
+				b.Fatalf("no-change write wrote %d objects", res.Objects)
+			}
+		}
+	})
+	b.Run("one-node-change", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			i++
+			b.StopTimer()
+			changed := map[string]*Node{}
+			for k, v := range base {
+				changed[k] = v
+			}
+			changed["n0500"] = testNode("n0500", fmt.Sprint("change-", i), 20)
+			b.StartTimer()
+			res, err := r.Write(ctx, changed, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(res.Changed()) != 1 {
+				b.Fatalf("changed %v", res.Changed())
+			}
+		}
+	})
+
+	// git fast-import writing the same files as one commit per branch: the
+	// practical limit for writing these objects.
+	b.Run("git-fast-import", func(b *testing.B) {
+		var stream bytes.Buffer
+		for name, n := range base {
+			d := *n.Declaration
+			d.Generation, d.Source = 1, opts.Source
+			body, err := declaration.Marshal(&d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sig, _ := signer.Sign(body)
+			fmt.Fprintf(&stream, "commit refs/heads/node/%s\ncommitter r <r@r> 1700000000 +0000\ndata 2\nx\n", name)
+			inline := func(path string, content []byte) {
+				fmt.Fprintf(&stream, "M 100644 inline %s\ndata %d\n", path, len(content))
+				stream.Write(content)
+				stream.WriteByte('\n')
+			}
+			inline(DeclarationFile, body)
+			inline(SignatureFile, sig)
+			for p, ct := range n.Secrets {
+				inline(p, ct)
+			}
+			stream.WriteByte('\n')
+		}
+		for b.Loop() {
+			b.StopTimer()
+			dir := bareRepo(b)
+			b.StartTimer()
+			cmd := exec.Command("git", "fast-import", "--quiet")
+			cmd.Dir = dir
+			cmd.Stdin = bytes.NewReader(stream.Bytes())
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("git fast-import: %v\n%s", err, out)
+			}
+		}
+	})
+}
