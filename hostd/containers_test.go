@@ -3,6 +3,7 @@ package hostd
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -211,4 +212,58 @@ func TestStepAnswerIsReported(t *testing.T) {
 	if got := rep.Answers["m/seed"]; len(got) != 2 || got["host"] != want["host"] || got["port"] != want["port"] {
 		t.Fatalf("answers %v", rep.Answers)
 	}
+}
+
+// countingRuntime counts the queries an apply makes.
+type countingRuntime struct {
+	Runtime
+	lists, inspects, inspected int
+}
+
+func (c *countingRuntime) List(ctx context.Context, mesh string) (map[string]podman.Observed, error) {
+	c.lists++
+	return c.Runtime.List(ctx, mesh)
+}
+
+func (c *countingRuntime) Inspect(ctx context.Context, names []string) (map[string]podman.Observed, error) {
+	if len(names) > 0 {
+		c.inspects++
+		c.inspected += len(names)
+	}
+	return c.Runtime.Inspect(ctx, names)
+}
+
+// An apply queries podman once for all its containers, and inspects (once)
+// only those replaced outside hostd.
+func TestApplyQueriesPodmanOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	var rs []declaration.Resource
+	for i := 0; i < 3; i++ {
+		rs = append(rs, ctrRes(fmt.Sprintf("m/c%d", i), declaration.Container{Name: f.cname(fmt.Sprint("c", i)), Command: sleeper}))
+	}
+	f.mustApply(f.decl(rs...))
+	counter := &countingRuntime{Runtime: f.host.rt}
+	f.host.rt = counter
+	if _, err := f.host.ApplyTarget(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if counter.lists != 1 || counter.inspects != 0 {
+		t.Fatalf("a no-op apply of 3 containers made %d lists and %d inspects, want 1 and 0", counter.lists, counter.inspects)
+	}
+	// Two replaced by hand: one more query for both.
+	for _, n := range []string{"c0", "c2"} {
+		f.mustPodman("rm", "-f", "-t", "0", f.cname(n))
+		f.mustPodman("run", "-d", "--pull=never", "--label", podman.LabelMesh+"="+f.mesh, "--name", f.cname(n), shared.image, "sleep", "3600")
+	}
+	rep, err := f.host.ApplyTarget(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counter.lists != 2 || counter.inspects != 1 || counter.inspected != 2 {
+		t.Fatalf("lists %d, inspects %d of %d containers; want 2, 1, 2", counter.lists, counter.inspects, counter.inspected)
+	}
+	// Made by hand without hostd's digest label: recreated.
+	expectOutcome(t, rep, "m/c0", declaration.Recreated)
+	expectOutcome(t, rep, "m/c1", declaration.Unchanged)
 }

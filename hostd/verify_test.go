@@ -132,4 +132,3 @@ func TestReportFormats(t *testing.T) {
 		}
 	}
 }
-
