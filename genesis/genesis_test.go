@@ -95,6 +95,7 @@ func gitOut(t *testing.T, repo string, args ...string) string {
 }
 
 func TestMakeWritesTheFirstCommit(t *testing.T) {
+	t.Parallel()
 	res := makeMesh(t, nil)
 
 	// Real git accepts the repository and sees main as HEAD.
@@ -145,6 +146,7 @@ func TestMakeWritesTheFirstCommit(t *testing.T) {
 }
 
 func TestSigningKeyIsEncryptedAndMatchesThePublicKey(t *testing.T) {
+	t.Parallel()
 	res := makeMesh(t, nil)
 
 	fi, err := os.Stat(res.Key)
@@ -204,6 +206,7 @@ func TestSigningKeyIsEncryptedAndMatchesThePublicKey(t *testing.T) {
 }
 
 func TestMakeRefusesAnExistingMesh(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, home string)
@@ -246,6 +249,7 @@ func TestMakeRefusesAnExistingMesh(t *testing.T) {
 }
 
 func TestMakeInAnEmptyDirectory(t *testing.T) {
+	t.Parallel()
 	home := t.TempDir()
 	res, err := Make(context.Background(), Options{Home: home, Name: "demo", Password: testPassword})
 	if err != nil {
@@ -257,6 +261,7 @@ func TestMakeInAnEmptyDirectory(t *testing.T) {
 }
 
 func TestMakeRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		opts Options
@@ -289,6 +294,7 @@ func TestMakeRefusesBadInput(t *testing.T) {
 }
 
 func TestVaultFailureLeavesNothing(t *testing.T) {
+	t.Parallel()
 	v := newFakeVault(t)
 	v.adoptErr = errors.New("vaultd: store is read-only")
 	parent := t.TempDir()
@@ -302,6 +308,7 @@ func TestVaultFailureLeavesNothing(t *testing.T) {
 }
 
 func TestGenesisDeliversExactlyTheFoundationSecrets(t *testing.T) {
+	t.Parallel()
 	v := newFakeVault(t)
 	var out bytes.Buffer
 	res := makeMesh(t, v)
@@ -401,6 +408,7 @@ func snapshot(t *testing.T, dir string) string {
 
 // The go-git view agrees with git's: main's tree is readable in-process too.
 func TestFirstCommitReadsWithGoGit(t *testing.T) {
+	t.Parallel()
 	res := makeMesh(t, nil)
 	repo, err := git.PlainOpen(res.Repo)
 	if err != nil {
@@ -433,6 +441,7 @@ func TestFirstCommitReadsWithGoGit(t *testing.T) {
 // The repository genesis makes is a mesh the loader reads from main, and
 // reads as empty: a name, defaults, and nothing else yet.
 func TestFirstCommitLoads(t *testing.T) {
+	t.Parallel()
 	res := makeMesh(t, nil)
 	repo, err := schema.LoadRef(res.Repo, "main")
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 // vault and nowhere else: not in the mesh's home, not in any git object, not
 // in the vault's directory in clear, not in anything genesis reports.
 func TestGenesisDeliversToARealVault(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	v := vaulttest.Start(t)
 	res := makeMesh(t, v.Client)
@@ -90,6 +91,7 @@ func TestGenesisDeliversToARealVault(t *testing.T) {
 // A vault that refuses the delivery (here: it already holds another value
 // under the name) fails genesis, and genesis leaves no mesh behind.
 func TestGenesisRefusedByTheVaultLeavesNothing(t *testing.T) {
+	t.Parallel()
 	v := vaulttest.Start(t)
 	makeMesh(t, v.Client) // the vault now holds this mesh's token
 
