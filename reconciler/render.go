@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -115,12 +117,45 @@ func Render(res *Resolution, sealed SealedSecrets) (map[string]*declaration.Decl
 		return nil, ErrRefused
 	}
 	out := make(map[string]*declaration.Declaration, len(res.Nodes))
+	byNode := make(map[string][]*Resolved, len(res.Nodes))
 	for _, n := range res.Nodes {
 		out[n] = &declaration.Declaration{Format: declaration.Version, Mesh: res.Mesh, Node: n, Resources: []declaration.Resource{}}
 	}
-	var errs []error
 	for _, a := range res.Assignments {
-		d := out[a.Node]
+		byNode[a.Node] = append(byNode[a.Node], a)
+	}
+	// Nodes are independent: render them on every core. Each node's
+	// declaration and error depend only on its own assignments, so the
+	// result does not depend on the schedule.
+	errs := make([]error, len(res.Nodes))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				n := res.Nodes[i]
+				errs[i] = renderNode(out[n], byNode[n], sealed)
+			}
+		}()
+	}
+	for i := range res.Nodes {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// renderNode appends the resources of a node's assignments to d, in their
+// order, and checks the result as hostd will.
+func renderNode(d *declaration.Declaration, as []*Resolved, sealed SealedSecrets) error {
+	var errs []error
+	for _, a := range as {
 		rs, err := renderAssignment(a, sealed)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("render %s: %w", a.ID, err))
@@ -128,19 +163,16 @@ func Render(res *Resolution, sealed SealedSecrets) (map[string]*declaration.Decl
 		}
 		d.Resources = append(d.Resources, rs...)
 	}
-	for _, n := range res.Nodes {
-		if err := checkContainerNames(out[n]); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := out[n].Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("render node %q: %w", n, err))
-		}
-	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return errors.Join(errs...)
 	}
-	return out, nil
+	if err := checkContainerNames(d); err != nil {
+		return err
+	}
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("render node %q: %w", d.Node, err)
+	}
+	return nil
 }
 
 // Stamp sets what the loop decides on a rendered declaration: its generation
@@ -270,7 +302,7 @@ func (r *renderer) text(s string) (string, error) {
 		return s, nil
 	}
 	return schema.Expand(s, func(ref schema.Ref) (string, error) {
-		v, ok := r.a.Values[ref.Requirement][ref.Field]
+		v, ok := r.a.Values[ref]
 		if !ok {
 			return "", fmt.Errorf("no resolved value (is %q a requirement of %q?)", ref.Requirement, r.a.Module)
 		}
@@ -348,7 +380,7 @@ func (r *renderer) file(src *schema.Resource) (*declaration.File, error) {
 	if len(refs) != 1 || !isOnlyRef(src.Secret) {
 		return nil, fmt.Errorf("secret %q must be one ${{ requirement.field }} naming a secret field", src.Secret)
 	}
-	v := r.a.Values[refs[0].Requirement][refs[0].Field]
+	v := r.a.Values[refs[0]]
 	if v.Secret == "" {
 		return nil, fmt.Errorf("secret %s names a field that is not secret", refs[0])
 	}

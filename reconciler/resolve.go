@@ -70,9 +70,9 @@ type Resolved struct {
 	Definition *schema.Module
 	// Identity is the assignment's mesh identity (design 27: the mesh).
 	Identity Identity
-	// Values: requirement name → field → value. A secret field's value is
-	// a reference to a secret, never the secret.
-	Values map[string]map[string]Value
+	// Values holds every resolved ${{ requirement.field }}. A secret
+	// field's value is a reference to a secret, never the secret.
+	Values map[schema.Ref]Value
 	// Providers: a module requirement's name → the provider's assignment ID.
 	Providers map[string]string
 	// Waiting: requirement name → what it waits for.
@@ -288,7 +288,7 @@ func (r *resolver) index() {
 			Root:       r.nodeRoot(a.Node),
 			Assignment: a, Definition: m,
 			Identity:  DeriveIdentity(a.Module, a.Node),
-			Values:    make(map[string]map[string]Value, len(m.Requires)),
+			Values:    make(map[schema.Ref]Value, 2*len(m.Requires)),
 			Providers: map[string]string{},
 			Waiting:   map[string]Waiting{},
 		}

@@ -82,12 +82,7 @@ func (r *resolver) previousPort(id, req string) (int, bool) {
 
 // value records one resolved field.
 func (r *resolver) value(a *Resolved, req, field string, v Value) {
-	m := a.Values[req]
-	if m == nil {
-		m = map[string]Value{}
-		a.Values[req] = m
-	}
-	m[field] = v
+	a.Values[schema.Ref{Requirement: req, Field: field}] = v
 }
 
 // resolveLocal answers the requirements the assignment's own node and the
@@ -263,7 +258,7 @@ func (r *resolver) checkNames() {
 			if q.Provider != schema.ProviderOperator || q.Type != schema.TypeHost {
 				continue
 			}
-			v, ok := a.Values[q.Name][OperatorField]
+			v, ok := a.Values[schema.Ref{Requirement: q.Name, Field: OperatorField}]
 			if !ok || v.Text == "" {
 				continue
 			}

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -191,8 +192,11 @@ func idsOf(rs []*Resolved) []string {
 
 // deliver fills the consumer a's requirement q from provider p, field by
 // field: a per-consumer secret the vault makes and seals to both; a value the
-// provision states, expanded on the provider's side; else the provider's
-// answer, checked against the contract, or waiting for it.
+// provision states, expanded on the provider's side; in a contract with a
+// per-consumer secret, a string field the provision does not state is the
+// consumer's identity, its login (the mesh answers who a consumer is, so
+// every party agrees by construction); else the provider's answer, checked
+// against the contract, or waiting for it.
 func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contract, p *Resolved) {
 	pv := provisionOf(p.Definition, q.Contract)
 	served := Served{Consumer: a.ID, Requirement: q.Name, Contract: q.Contract, Identity: a.Identity}
@@ -218,14 +222,18 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 			r.need(name, schema.SecretSpec{}, "one-party", Recipient{Node: a.Node, Role: roleOf(q), Assignment: a.ID})
 			r.value(a, q.Name, f, Value{Secret: name})
 		case pv.Values[f] != "":
-			v, err := r.provisionValue(p, a, pv.Values[f])
+			v, err := provisionValue(p, pv.Values[f])
 			if err != nil {
 				r.refuseOnce(p.ID+"\x00"+q.Contract+"\x00"+f, Reason{Kind: Unanswerable, Assignment: p.ID, Pos: pv.Pos,
 					Message: fmt.Sprintf("provision %q field %q: %v", q.Contract, f, err),
-					Hint:    "a provision's value may read the provider's host, mesh and operator requirements, and consumer.name or consumer.login"})
+					Hint:    "a provision's value may read the provider's host, mesh and operator requirements"})
 				continue
 			}
 			r.value(a, q.Name, f, Value{Text: v})
+		case c.PerConsumerSecret != nil && fd.Type == schema.TypeString:
+			// The consumer's identity: the login the provider makes for it
+			// and the resource named after it (design 27, "The mesh").
+			r.value(a, q.Name, f, Value{Text: a.Identity.Login})
 		default:
 			answered = append(answered, f)
 		}
@@ -303,7 +311,7 @@ func checkAnswer(c *schema.Contract, want []string, ans map[string]string) error
 		parts = append(parts, "wrong type: "+strings.Join(bad, ", "))
 	}
 	if len(parts) > 0 {
-		return fmt.Errorf("%s", strings.Join(parts, "; "))
+		return errors.New(strings.Join(parts, "; "))
 	}
 	return nil
 }
@@ -332,27 +340,16 @@ func checkType(f schema.Field, v string) error {
 	return nil
 }
 
-// provisionValue expands a provision's stated value on the provider's side:
-// its own host, mesh and operator requirements, and the consumer's identity
-// as consumer.name and consumer.login.
-func (r *resolver) provisionValue(p, consumer *Resolved, s string) (string, error) {
+// provisionValue expands a provision's stated value on the provider's side,
+// from its own host, mesh and operator requirements.
+func provisionValue(p *Resolved, s string) (string, error) {
 	return schema.Expand(s, func(ref schema.Ref) (string, error) {
-		req, field := ref.Requirement, ref.Field
-		if req == "consumer" {
-			switch field {
-			case "name":
-				return consumer.Identity.Name, nil
-			case "login":
-				return consumer.Identity.Login, nil
-			}
-			return "", fmt.Errorf("consumer has no field %q (name, login)", field)
-		}
-		v, ok := p.Values[req][field]
-		if !ok || !isLocal(p.Definition, req) {
+		v, ok := p.Values[ref]
+		if !ok || !isLocal(p.Definition, ref.Requirement) {
 			return "", fmt.Errorf("it is not a host, mesh or operator value of %s", p.ID)
 		}
 		if v.Secret != "" {
-			return "", fmt.Errorf("a secret cannot be a provision's value")
+			return "", errors.New("a secret cannot be a provision's value")
 		}
 		return v.Text, nil
 	})

@@ -151,10 +151,14 @@ func dumpResolution(res *Resolution) string {
 	for _, a := range res.Assignments {
 		fmt.Fprintf(&b, "%s (root %s, login %s, name %s)\n", a.ID, a.Root, a.Identity.Login, a.Identity.Name)
 		for _, q := range a.Definition.Requires {
-			fields := a.Values[q.Name]
-			keys := sortedKeys(fields)
+			fields := map[string]Value{}
+			for ref, v := range a.Values {
+				if ref.Requirement == q.Name {
+					fields[ref.Field] = v
+				}
+			}
 			var parts []string
-			for _, k := range keys {
+			for _, k := range sortedKeys(fields) {
 				v := fields[k]
 				if v.Secret != "" {
 					parts = append(parts, fmt.Sprintf("%s=secret(%s)", k, v.Secret))

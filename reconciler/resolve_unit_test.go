@@ -28,6 +28,7 @@ func goRepo() *schema.Repo {
 		Contracts: map[string]*schema.Contract{
 			"db": {Name: "db", Fields: map[string]schema.Field{
 				"host":     {Type: schema.TypeHost},
+				"user":     {Type: schema.TypeString},
 				"password": {Type: schema.TypeString, Secret: true},
 			}, PerConsumerSecret: &schema.PerConsumerSecret{Field: "password"}},
 		},
@@ -153,7 +154,7 @@ func TestPortsAreStableAndUnique(t *testing.T) {
 	repo := goRepo()
 	first := mustResolve(t, repo, ResolveOptions{})
 	app := assignment(first, "app@n2")
-	web, api := app.Values["web"]["port"].Text, app.Values["api"]["port"].Text
+	web, api := app.Values[schema.Ref{Requirement: "web", Field: "port"}].Text, app.Values[schema.Ref{Requirement: "api", Field: "port"}].Text
 	if web == api {
 		t.Fatalf("two ports on n2 are both %s", web)
 	}
@@ -315,11 +316,14 @@ func TestPerConsumerSecretBothRecipients(t *testing.T) {
 		t.Fatalf("recipients %+v, want %+v", need.Recipients, want)
 	}
 	app := assignment(res, "app@n2")
-	if got := app.Values["db"]["password"]; got.Secret != "db.app@n2.db" || got.Text != "" {
+	if got := app.Values[schema.Ref{Requirement: "db", Field: "password"}]; got.Secret != "db.app@n2.db" || got.Text != "" {
 		t.Fatalf("app's db.password = %+v, want a reference to db.app@n2.db", got)
 	}
 	if app.Providers["key"] != "vault@n1" {
 		t.Fatalf("app's own secret is provided by %q, want vault@n1", app.Providers["key"])
+	}
+	if got := app.Values[schema.Ref{Requirement: "db", Field: "user"}].Text; got != "app__n2" {
+		t.Fatalf("app's db.user = %q, want its login app__n2 (a per-consumer contract's unstated string field)", got)
 	}
 	pg := assignment(res, "pg@n1")
 	if len(pg.Serves) != 1 || pg.Serves[0].Secret != "db.app@n2.db" || pg.Serves[0].Identity.Login != "app__n2" {
