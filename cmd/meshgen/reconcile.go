@@ -1,18 +1,122 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/meshgen/meshgen/reconciler/loop"
+	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/client"
 )
 
-// TODO(issue): replaced by the real command.
+// reconcileFlags are `meshgen reconcile`'s options.
+type reconcileFlags struct {
+	repo, vault, key, passwordFile, cacheDir string
+	watch                                    bool
+	interval                                 time.Duration
+}
+
 func newReconcileCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "reconcile",
-		Short: "not built yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("reconcile is not built yet")
+	var f reconcileFlags
+	cmd := &cobra.Command{
+		Use:   "reconcile --repo DIR_OR_URL --vault SOCKET --key reconciler.key [--watch]",
+		Short: "Write every node's signed declaration to its branch",
+		Long: `reconcile reads main of the mesh repository, resolves and renders every
+node's declaration, asks vaultd to seal every secret to the nodes that need
+it, signs each declaration with the reconciler's key (a cosign blob
+signature, declaration.json.sig), and commits to node/<name> only the
+branches whose content changed, with the generation raised by one and the
+source commit in the message.
+
+A refused mesh commits nothing and every reason is reported. Providers'
+answers reported on status/<node> are delivered to their consumers.
+
+The signing key is encrypted (cosign's format); its password is read from
+COSIGN_PASSWORD or from --password-file.
+
+With --watch, reconcile runs on every push to main (fsnotify on a local
+repository's refs; polling a remote every --interval), a burst of pushes
+coalesced into one reconcile, and logs one JSON line per reconcile.`,
+		Example: `  COSIGN_PASSWORD=... meshgen reconcile --repo /srv/mesh.git --vault /run/vaultd.sock --key reconciler.key --watch
+  meshgen reconcile --repo https://git.example/mesh.git --vault /run/vaultd.sock --key reconciler.key --password-file /etc/meshgen/key.pw`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runReconcile(cmd, f)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.repo, "repo", "", "the mesh repository: a local bare repository or a git URL")
+	fl.StringVar(&f.vault, "vault", "", "vaultd's unix socket")
+	fl.StringVar(&f.key, "key", "", "the encrypted signing key (cosign format)")
+	fl.StringVar(&f.passwordFile, "password-file", "", "a file holding the signing key's password (default: $COSIGN_PASSWORD)")
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "where a remote repository is cached (default: the user cache directory)")
+	fl.BoolVar(&f.watch, "watch", false, "keep running, reconciling on every push")
+	fl.DurationVar(&f.interval, "interval", 10*time.Second, "with --watch, how often a remote is polled")
+	for _, req := range []string{"repo", "vault", "key"} {
+		cmd.MarkFlagRequired(req)
+	}
+	return cmd
 }
+
+func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
+	pw, err := sign.ReadPassword(sign.PasswordSource{File: f.passwordFile})
+	if err != nil {
+		return err
+	}
+	signer, err := sign.LoadSignerFile(f.key, pw)
+	if err != nil {
+		return err
+	}
+	if loop.IsRemote(f.repo) && f.cacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return fmt.Errorf("no cache directory for %s: give --cache-dir", f.repo)
+		}
+		f.cacheDir = filepath.Join(base, "meshgen", "remote-"+safeName(f.repo))
+	}
+	vault := client.Dial(f.vault)
+	defer vault.Close()
+	logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+	r, err := loop.New(loop.Options{Repo: f.repo, CacheDir: f.cacheDir, Vault: vault, Signer: signer, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if f.watch {
+		return r.Watch(cmd.Context(), loop.WatchOptions{Interval: f.interval})
+	}
+	out, err := r.Once(cmd.Context())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "reconciled %s: %d written, %d unchanged, %d waiting\n",
+		short(out.Source), len(out.Written), len(out.Unchanged), len(out.Waiting))
+	for _, n := range out.Written {
+		fmt.Fprintf(cmd.OutOrStdout(), "  wrote node/%s\n", n)
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// safeName turns a URL into a directory name.
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+

@@ -1,18 +1,78 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler/status"
 )
 
-// TODO(issue): replaced by the real command.
+// statusFlags are `meshgen status`'s options.
+type statusFlags struct {
+	repo, format string
+	staleAfter   int
+	interval     time.Duration
+}
+
 func newStatusCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "status",
-		Short: "not built yet",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("status is not built yet")
+	var f statusFlags
+	cmd := &cobra.Command{
+		Use:   "status --repo DIR [--format json] [--stale-after N]",
+		Short: "Show which generation every node applied, and what failed",
+		Long: `status reads the status/<node> branches hostd pushes after each apply and
+the node/<node> branches the reconciler writes, and shows per node the
+generation applied against the latest, when it last reported, the resources
+that failed and those gated behind them, and the nodes that have not
+reported within --stale-after poll intervals (mesh.yaml's pollInterval
+unless --interval is given).
+
+Exit status: 0 when every node is current or catching up, 1 when any node
+failed, was refused or is stale.`,
+		Example: `  meshgen status --repo /srv/mesh.git
+  meshgen status --repo /srv/mesh.git --format json --stale-after 5`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runStatus(cmd, f)
 		},
 	}
+	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository (bare or a work tree)")
+	cmd.Flags().StringVar(&f.format, "format", "text", "output format: text or json")
+	cmd.Flags().IntVar(&f.staleAfter, "stale-after", 3, "poll intervals without a report after which a node is stale")
+	cmd.Flags().DurationVar(&f.interval, "interval", 0, "hostd's poll interval (default: mesh.yaml's pollInterval, else 1m)")
+	return cmd
+}
+
+func runStatus(cmd *cobra.Command, f statusFlags) error {
+	if f.format != "text" && f.format != "json" {
+		return fmt.Errorf("format %q is not text or json", f.format)
+	}
+	if f.interval == 0 {
+		f.interval = time.Minute
+		if repo, err := schema.LoadRef(f.repo, "refs/heads/main"); err == nil && repo.Mesh.Defaults.PollInterval != "" {
+			if d, err := time.ParseDuration(repo.Mesh.Defaults.PollInterval); err == nil {
+				f.interval = d
+			}
+		}
+	}
+	nodes, err := status.Read(f.repo, status.ReadOptions{})
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	sum := status.Summarize(nodes, status.SummaryOptions{Now: now, Interval: f.interval, StaleAfter: f.staleAfter})
+	if f.format == "json" {
+		err = sum.WriteJSON(cmd.OutOrStdout())
+	} else {
+		err = sum.WriteText(cmd.OutOrStdout(), now)
+	}
+	if err != nil {
+		return err
+	}
+	if !sum.OK() {
+		return exitError{code: 1}
+	}
+	return nil
 }

@@ -1,0 +1,243 @@
+// Package loop is the reconciler's loop (issue 6): on each push to main it
+// observes the repository, resolves and renders every node's declaration,
+// asks vaultd to seal every secret to its recipients, signs, and writes the
+// node branches that changed, then records what it did in one structured log
+// line. It reads as Flux's kustomize-controller does: observe, compare, act,
+// record.
+//
+// [Reconciler.Once] runs one reconcile; [Reconciler.Watch] runs one on every
+// push, reacting to a local bare repository's refs with fsnotify (and to
+// packed-refs), or polling a remote on an interval, and coalescing a burst of
+// pushes into one reconcile.
+//
+// A refused mesh commits nothing: every branch stays as it was, and the
+// returned error (a *reconciler.Refusal or schema.Problems) lists every
+// reason. Providers' answers reported by hostd on status/<node> are handed to
+// resolution, so a consumer waits until its provider has answered and then
+// receives the answer (design 27).
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/reconciler/branch"
+	"github.com/meshgen/meshgen/reconciler/status"
+	"github.com/meshgen/meshgen/vaultd/client"
+)
+
+// Vault is what the loop asks of vaultd; *client.Client is one.
+type Vault interface {
+	Seal(ctx context.Context, req client.SealRequest) (*client.SealResponse, error)
+}
+
+// Options configure a [Reconciler].
+type Options struct {
+	// Repo is the mesh repository: a local directory (bare or a work tree's)
+	// or a URL of a git server.
+	Repo string
+	// CacheDir is where a remote repository is cached; required for a URL.
+	CacheDir string
+	// Vault seals secrets.
+	Vault Vault
+	// Signer signs declarations.
+	Signer branch.Signer
+	// Logger receives one line per reconcile; nil means slog.Default().
+	Logger *slog.Logger
+	// SealWorkers bounds concurrent seal calls; default 8.
+	SealWorkers int
+}
+
+// Reconciler reconciles one mesh repository.
+type Reconciler struct {
+	opts   Options
+	repo   *branch.Repository
+	remote *branch.Remote
+	dir    string // where main and status/* are read
+	log    *slog.Logger
+}
+
+// IsRemote reports whether repo names a git server rather than a directory.
+func IsRemote(repo string) bool {
+	return strings.Contains(repo, "://") || (strings.Contains(repo, ":") && !filepath.IsAbs(repo) && !strings.HasPrefix(repo, "."))
+}
+
+// New opens the repository. Close releases a remote's cache.
+func New(opts Options) (*Reconciler, error) {
+	if opts.Vault == nil || opts.Signer == nil {
+		return nil, errors.New("reconciler: a vault and a signer are required")
+	}
+	r := &Reconciler{opts: opts, log: opts.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.opts.SealWorkers <= 0 {
+		r.opts.SealWorkers = 8
+	}
+	if IsRemote(opts.Repo) {
+		if opts.CacheDir == "" {
+			return nil, fmt.Errorf("repository %s is remote: give a cache directory", opts.Repo)
+		}
+		rem, err := branch.OpenRemote(opts.Repo, branch.RemoteOptions{CacheDir: opts.CacheDir})
+		if err != nil {
+			return nil, err
+		}
+		r.remote, r.repo, r.dir = rem, &rem.Repository, rem.CacheDir()
+		return r, nil
+	}
+	repo, err := branch.OpenLocal(opts.Repo)
+	if err != nil {
+		return nil, err
+	}
+	r.repo, r.dir = repo, opts.Repo
+	return r, nil
+}
+
+// Close releases the remote cache, if any.
+func (r *Reconciler) Close() error {
+	if r.remote != nil {
+		return r.remote.Close()
+	}
+	return nil
+}
+
+// Outcome is what one reconcile did.
+type Outcome struct {
+	// Source is the commit of main reconciled.
+	Source string
+	// Refused is set when the mesh did not load or resolve; nothing was
+	// written.
+	Refused bool
+	// Written, Unchanged and Superseded name nodes by what happened to
+	// their branch.
+	Written, Unchanged, Superseded []string
+	// Waiting lists requirements waiting for a provider's answer.
+	Waiting []reconciler.Waiting
+	// Sealed is how many secrets were sealed.
+	Sealed int
+	// Objects is how many git objects were written.
+	Objects int
+	// Duration is how long the reconcile took.
+	Duration time.Duration
+}
+
+// Once runs one reconcile of main. On a refusal it writes nothing and
+// returns the Outcome with Refused set and an error holding every reason.
+func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
+	start := time.Now()
+	out = &Outcome{}
+	defer func() { r.record(out, start, err) }() // one line per reconcile, whatever happened
+
+	// Observe.
+	if r.remote != nil {
+		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*"); err != nil {
+			return out, err
+		}
+	}
+	repo, err := schema.LoadRef(r.dir, branch.MainRef)
+	if err != nil {
+		var probs schema.Problems
+		if errors.As(err, &probs) {
+			out.Refused = true
+		}
+		return out, fmt.Errorf("read main: %w", err)
+	}
+	out.Source = repo.Source
+	reports, err := status.Read(r.dir, status.ReadOptions{})
+	if err != nil {
+		return out, err
+	}
+
+	// Compare: resolve and render what every node must hold.
+	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: answers(reports)})
+	if err != nil {
+		var ref *reconciler.Refusal
+		if errors.As(err, &ref) {
+			out.Refused = true
+		}
+		return out, err
+	}
+	out.Waiting = res.Waiting
+	sealed, err := r.seal(ctx, repo, res)
+	if err != nil {
+		return out, err
+	}
+	out.Sealed = len(res.Secrets)
+	decls, err := reconciler.Render(res, sealed.index)
+	if err != nil {
+		return out, fmt.Errorf("render: %w", err)
+	}
+	nodes := make(map[string]*branch.Node, len(decls))
+	for name, d := range decls {
+		n := &branch.Node{Declaration: d, Secrets: map[string][]byte{}}
+		for _, rs := range d.Resources {
+			if rs.File == nil || rs.File.Secret == nil {
+				continue
+			}
+			ct, ok := sealed.ciphertext[reconciler.SealedKey(rs.File.Secret.Name, name)]
+			if !ok {
+				return out, fmt.Errorf("node %s: secret %s was rendered but not sealed to it", name, rs.File.Secret.Name)
+			}
+			n.Secrets[rs.File.Secret.Sealed] = ct
+		}
+		nodes[name] = n
+	}
+
+	// Act: write the branches that changed.
+	wr, err := r.repo.Write(ctx, nodes, branch.WriteOptions{Source: repo.Source, Signer: r.opts.Signer})
+	if wr != nil {
+		out.Objects = wr.Objects
+		for _, n := range wr.Nodes {
+			switch n.Outcome {
+			case branch.Written:
+				out.Written = append(out.Written, n.Node)
+			case branch.Unchanged:
+				out.Unchanged = append(out.Unchanged, n.Node)
+			case branch.Superseded:
+				out.Superseded = append(out.Superseded, n.Node)
+			}
+		}
+	}
+	return out, err
+}
+
+// record logs one structured line for a reconcile.
+func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
+	out.Duration = time.Since(start)
+	attrs := []any{
+		"source", out.Source,
+		"written", out.Written,
+		"unchanged", len(out.Unchanged),
+		"superseded", out.Superseded,
+		"waiting", len(out.Waiting),
+		"sealed", out.Sealed,
+		"objects", out.Objects,
+		"duration", out.Duration.Round(time.Millisecond).String(),
+	}
+	switch {
+	case out.Refused:
+		r.log.Error("reconcile refused: nothing written", append(attrs, "error", err.Error())...)
+	case err != nil:
+		r.log.Error("reconcile failed", append(attrs, "error", err.Error())...)
+	default:
+		r.log.Info("reconciled", attrs...)
+	}
+}
+
+// answers turns hostd's reports into resolution's providers' answers.
+func answers(reports []status.Node) reconciler.Answers {
+	out := reconciler.Answers{}
+	for _, n := range reports {
+		if n.Report != nil && len(n.Report.Answers) > 0 {
+			out[n.Name] = n.Report.Answers
+		}
+	}
+	return out
+}

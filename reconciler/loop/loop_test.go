@@ -1,0 +1,239 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/vaulttest"
+)
+
+var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
+	return sign.GenerateKeyPair([]byte("pw"))
+})
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=op", "GIT_AUTHOR_EMAIL=op@lab", "GIT_COMMITTER_NAME=op", "GIT_COMMITTER_EMAIL=op@lab")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// mesh is a bare repository holding examples/lab on main, with each node's
+// recipient replaced by a fresh age identity the test holds, and a work tree
+// an operator pushes from.
+type mesh struct {
+	bare, work string
+	ids        map[string]*age.X25519Identity
+}
+
+func newMesh(t *testing.T) *mesh {
+	t.Helper()
+	m := &mesh{bare: filepath.Join(t.TempDir(), "mesh.git"), work: filepath.Join(t.TempDir(), "work"), ids: map[string]*age.X25519Identity{}}
+	gitRun(t, "", "init", "-q", "--bare", "-b", "main", m.bare)
+	if err := os.CopyFS(m.work, os.DirFS("../../examples/lab")); err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := filepath.Glob(filepath.Join(m.work, "nodes", "*.yaml"))
+	re := regexp.MustCompile(`(?m)^recipient: .*$`)
+	for _, p := range nodes {
+		id := vaulttest.NewNode(t)
+		m.ids[strings.TrimSuffix(filepath.Base(p), ".yaml")] = id
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, re.ReplaceAll(b, []byte("recipient: "+id.Recipient().String())), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitRun(t, m.work, "init", "-q", "-b", "main")
+	m.push(t, "the lab")
+	return m
+}
+
+func (m *mesh) push(t *testing.T, msg string) string {
+	t.Helper()
+	gitRun(t, m.work, "add", "-A")
+	gitRun(t, m.work, "commit", "-q", "--allow-empty", "-m", msg)
+	gitRun(t, m.work, "push", "-q", "-f", m.bare, "main")
+	return strings.TrimSpace(gitRun(t, m.work, "rev-parse", "HEAD"))
+}
+
+func (m *mesh) refs(t *testing.T) string {
+	return gitRun(t, m.bare, "for-each-ref", "refs/heads/node")
+}
+
+func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
+	t.Helper()
+	kp, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vaulttest.Start(t)
+	r, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, kp.Public
+}
+
+func TestReconcileLab(t *testing.T) {
+	ctx := context.Background()
+	m := newMesh(t)
+	var log strings.Builder
+	r, pub := newReconciler(t, m, &log)
+
+	out, err := r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.Written, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("first reconcile wrote %v", out.Written)
+	}
+	if out.Sealed == 0 {
+		t.Fatal("the lab's secrets were not sealed")
+	}
+	// Every branch verifies with the public key, and every sealed file
+	// opens with its node's own identity.
+	for node, id := range m.ids {
+		body := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")
+		sig := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
+		if err := sign.Verify(pub, []byte(body), []byte(sig)); err != nil {
+			t.Errorf("node %s: %v", node, err)
+		}
+		d, err := declaration.Parse([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Source != out.Source || d.Generation != 1 {
+			t.Errorf("node %s: source %s generation %d", node, d.Source, d.Generation)
+		}
+		for _, res := range d.Resources {
+			if res.File == nil || res.File.Secret == nil {
+				continue
+			}
+			ct := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
+			if plain := vaulttest.Open(t, id, []byte(ct)); len(plain) == 0 {
+				t.Errorf("node %s: %s opened empty", node, res.File.Secret.Sealed)
+			}
+		}
+	}
+	if n := strings.Count(log.String(), `"msg":"reconciled"`); n != 1 {
+		t.Errorf("want one log line per reconcile, got %d:\n%s", n, log.String())
+	}
+
+	// An unchanged push commits nothing: same bytes, secrets included.
+	before := m.refs(t)
+	m.push(t, "nothing changes")
+	out, err = r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Written) != 0 || out.Objects != 0 || m.refs(t) != before {
+		t.Fatalf("unchanged push wrote %v (%d objects)", out.Written, out.Objects)
+	}
+
+	// A push touching one node's assignment writes only that branch.
+	p := filepath.Join(m.work, "nodes", "n3.yaml")
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(b), "10.0.0.3", "10.0.0.33", 1)), 0o644)
+	m.push(t, "n3 moves")
+	out, err = r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Written) == 0 || len(out.Written) == 3 {
+		t.Fatalf("a change to n3's facts wrote %v; want the affected branches only", out.Written)
+	}
+
+	// A refused push leaves every branch as it was.
+	before = m.refs(t)
+	os.MkdirAll(filepath.Join(m.work, "assignments", "ghost"), 0o755)
+	os.WriteFile(filepath.Join(m.work, "assignments", "ghost", "gitea.yaml"), []byte("values: {}\n"), 0o644)
+	m.push(t, "a node that does not exist")
+	out, err = r.Once(ctx)
+	if err == nil || !out.Refused {
+		t.Fatalf("a refused push: outcome %+v, err %v", out, err)
+	}
+	if m.refs(t) != before {
+		t.Fatal("a refused push moved branches")
+	}
+	if !strings.Contains(log.String(), "reconcile refused") {
+		t.Errorf("the refusal was not logged:\n%s", log.String())
+	}
+}
+
+// TestWatchCoalescesPushes: a burst of pushes to main is one reconcile.
+func TestWatchCoalescesPushes(t *testing.T) {
+	m := newMesh(t)
+	r, _ := newReconciler(t, m, io.Discard)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outcomes := make(chan *Outcome, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Watch(ctx, WatchOptions{Interval: time.Hour, Quiet: 300 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
+			if err != nil {
+				t.Errorf("reconcile: %v", err)
+			}
+			outcomes <- o
+		}})
+	}()
+	first := <-outcomes
+	if len(first.Written) != 3 {
+		t.Fatalf("first reconcile wrote %v", first.Written)
+	}
+	var last string
+	for i := range 5 {
+		p := filepath.Join(m.work, "nodes", "n3.yaml")
+		b, _ := os.ReadFile(p)
+		os.WriteFile(p, []byte(strings.Replace(string(b), "address: 10.0.0.3", "address: 10.0.0.3"+string(rune('0'+i)), 1)), 0o644)
+		last = m.push(t, "burst")
+	}
+	o := <-outcomes
+	if o.Source != last {
+		// The burst may be split if the machine is slow; the last
+		// reconcile must reach the last push.
+		for o.Source != last {
+			o = <-outcomes
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(outcomes); n > 0 {
+		t.Errorf("%d extra reconciles after the burst was reconciled", n)
+	}
+	var d declaration.Declaration
+	json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
+	if d.Source != last {
+		t.Errorf("node/n3 holds source %s, want the last push %s", d.Source, last)
+	}
+}

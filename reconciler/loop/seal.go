@@ -1,0 +1,105 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/vaultd/client"
+)
+
+// sealed is every secret's ciphertext per node, and where each goes.
+type sealed struct {
+	index      reconciler.SealedMap
+	ciphertext map[string][]byte // by reconciler.SealedKey
+}
+
+// seal asks vaultd for every secret the resolution needs, sealed to its
+// recipients' age keys (nodes/<n>.yaml), all at once per secret: vaultd
+// records the complete list of parties each time. The same version sealed to
+// the same recipients is the same ciphertext, so an unchanged mesh commits
+// nothing.
+func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution) (*sealed, error) {
+	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}}
+	var mu sync.Mutex
+	errs := make([]error, len(res.Secrets))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range r.opts.SealWorkers {
+		wg.Go(func() {
+			for i := range work {
+				errs[i] = r.sealOne(ctx, repo, res.Secrets[i], out, &mu)
+			}
+		})
+	}
+	for i := range res.Secrets {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconciler.SecretNeed, out *sealed, mu *sync.Mutex) error {
+	req := client.SealRequest{Name: need.Name, Spec: client.Spec{
+		Length: need.Spec.Length, Alphabet: need.Spec.Alphabet, Format: need.Spec.Format,
+		NotRotatable: need.Spec.NotRotatable, Rotation: need.Rotation,
+	}, Recipients: []string{}}
+	recipientOf := map[string]string{}
+	seen := map[string]bool{}
+	for _, rc := range need.Recipients {
+		node, ok := repo.Nodes[rc.Node]
+		if !ok || node.Recipient == "" {
+			return fmt.Errorf("seal secret %q: node %q has no age recipient in nodes/%s.yaml: enrol it with `hostd init`", need.Name, rc.Node, rc.Node)
+		}
+		recipientOf[rc.Node] = node.Recipient
+		key := string(rc.Role) + "\x00" + node.Recipient
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if rc.Role == reconciler.Applier {
+			req.Appliers = append(req.Appliers, node.Recipient)
+		} else {
+			req.Recipients = append(req.Recipients, node.Recipient)
+		}
+	}
+	resp, err := r.opts.Vault.Seal(ctx, req)
+	if err != nil {
+		return fmt.Errorf("seal secret %q: %w", need.Name, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, node := range need.Nodes() {
+		s, ok := pick(resp, recipientOf[node])
+		if !ok {
+			return fmt.Errorf("seal secret %q: vaultd returned nothing for node %q", need.Name, node)
+		}
+		key := reconciler.SealedKey(need.Name, node)
+		out.index[key] = reconciler.SealedSecret{Version: s.Version, SHA256: s.SHA256, Path: reconciler.SealedPath(need.Name)}
+		out.ciphertext[key] = s.Ciphertext
+	}
+	return nil
+}
+
+// pick chooses the one ciphertext a node's secret file holds: the current
+// value, as a reader receives it, else as an applier does. (A staged value
+// and a derived form during a rotation need a second file the renderer does
+// not yet declare.)
+func pick(resp *client.SealResponse, recipient string) (client.Sealed, bool) {
+	for _, role := range []client.Role{client.RoleReader, client.RoleApplier} {
+		for _, s := range resp.For(recipient, role) {
+			if s.Item == client.ItemValue && s.Current {
+				return s, true
+			}
+		}
+	}
+	return client.Sealed{}, false
+}

@@ -1,0 +1,175 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/meshgen/meshgen/reconciler/branch"
+)
+
+// WatchOptions configure [Reconciler.Watch].
+type WatchOptions struct {
+	// Interval is how often a remote is polled, and how often a local
+	// repository is looked at even without an event; default 10s.
+	Interval time.Duration
+	// Quiet is how long refs must stay still before a reconcile, so a burst
+	// of pushes is one reconcile; default 200ms.
+	Quiet time.Duration
+	// Reconciled, when set, is called after each reconcile (for tests and
+	// metrics).
+	Reconciled func(*Outcome, error)
+}
+
+// Watch reconciles now and then after every change of main or of a
+// status/<node> branch (a provider's answer arrives there), until ctx ends.
+// A local bare repository is watched with fsnotify on its refs and
+// packed-refs; a remote is polled every Interval. A failed reconcile is
+// logged and retried at the next change or interval; only ctx ends Watch.
+func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
+	if opts.Interval <= 0 {
+		opts.Interval = 10 * time.Second
+	}
+	if opts.Quiet <= 0 {
+		opts.Quiet = 200 * time.Millisecond
+	}
+	events := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case events <- struct{}{}:
+		default:
+		}
+	}
+	if r.remote == nil {
+		w, err := r.watchRefs(poke)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+	}
+	ticker := time.NewTicker(opts.Interval)
+	defer ticker.Stop()
+	last := ""
+	run := func() {
+		if r.remote != nil {
+			if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*"); err != nil {
+				r.log.Error("poll remote", "error", err.Error())
+				return
+			}
+		}
+		fp, err := fingerprint(r.dir)
+		if err != nil {
+			r.log.Error("read refs", "error", err.Error())
+			return
+		}
+		if fp == last {
+			return
+		}
+		out, err := r.Once(ctx)
+		if err == nil || out.Refused {
+			// A refused main is not retried until it changes.
+			last = fp
+		}
+		if opts.Reconciled != nil {
+			opts.Reconciled(out, err)
+		}
+	}
+	run()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			run()
+		case <-events:
+			// Coalesce: wait until refs stay still for Quiet.
+			quiet := time.NewTimer(opts.Quiet)
+		settle:
+			for {
+				select {
+				case <-ctx.Done():
+					quiet.Stop()
+					return nil
+				case <-events:
+					quiet.Reset(opts.Quiet)
+				case <-quiet.C:
+					break settle
+				}
+			}
+			run()
+		}
+	}
+}
+
+// watchRefs watches the directories a push to main or to status/<node>
+// changes: refs/heads (main), refs/heads/status, and the repository
+// directory itself (packed-refs).
+func (r *Reconciler) watchRefs(poke func()) (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", r.dir, err)
+	}
+	gitDir := r.dir
+	if fi, err := filepath.Glob(filepath.Join(r.dir, ".git")); err == nil && len(fi) == 1 {
+		gitDir = fi[0]
+	}
+	for _, d := range []string{gitDir, filepath.Join(gitDir, "refs", "heads"), filepath.Join(gitDir, "refs", "heads", "status")} {
+		if err := w.Add(d); err != nil && !strings.Contains(d, "status") {
+			w.Close()
+			return nil, fmt.Errorf("watch %s: %w", d, err)
+		}
+	}
+	go func() {
+		for {
+			select {
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				base := filepath.Base(ev.Name)
+				if base == "main" || base == "packed-refs" || strings.Contains(ev.Name, "status") {
+					poke()
+				}
+				if base == "status" && ev.Has(fsnotify.Create) {
+					w.Add(ev.Name) // the first report made the directory
+					poke()
+				}
+			case _, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				poke()
+			}
+		}
+	}()
+	return w, nil
+}
+
+// fingerprint names the state of main and every status/<node> branch.
+func fingerprint(dir string) (string, error) {
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return "", err
+	}
+	refs, err := repo.References()
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	err = refs.ForEach(func(ref *plumbing.Reference) error {
+		n := ref.Name().String()
+		if n == branch.MainRef || strings.HasPrefix(n, "refs/heads/status/") {
+			parts = append(parts, n+" "+ref.Hash().String())
+		}
+		return nil
+	})
+	sort.Strings(parts)
+	return strings.Join(parts, "\n"), err
+}

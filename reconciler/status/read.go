@@ -1,0 +1,123 @@
+// Package status reads what hostd reported: the status/<node> branches, each
+// holding report.json ([declaration.Report]), beside the node/<node>
+// branches the reconciler wrote. [Read] collects both; [Summarize] says per
+// node which generation it applied against the latest, when, what failed and
+// what was gated, and which nodes have not reported within N poll intervals
+// (issue 6, `meshgen status`).
+package status
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+)
+
+// Node is one node as its branches show it.
+type Node struct {
+	Name string
+	// Latest is the generation on node/<name>, LatestSource its source on
+	// main; zero and empty when the node has no branch yet.
+	Latest       uint64
+	LatestSource string
+	// Report is the last report on status/<name>; nil when hostd never
+	// reported.
+	Report *declaration.Report
+}
+
+// ReadOptions are reserved for filters; the zero value reads every node.
+type ReadOptions struct{}
+
+// Read returns every node that has a node/ or a status/ branch in the
+// repository at dir (bare or a work tree), sorted by name.
+func Read(dir string, _ ReadOptions) ([]Node, error) {
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", dir, err)
+	}
+	refs, err := repo.References()
+	if err != nil {
+		return nil, fmt.Errorf("list branches of %s: %w", dir, err)
+	}
+	byName := map[string]*Node{}
+	get := func(n string) *Node {
+		if byName[n] == nil {
+			byName[n] = &Node{Name: n}
+		}
+		return byName[n]
+	}
+	var errs []error
+	err = refs.ForEach(func(ref *plumbing.Reference) error {
+		if ref.Type() != plumbing.HashReference {
+			return nil
+		}
+		name := ref.Name().String()
+		if n, ok := strings.CutPrefix(name, "refs/heads/node/"); ok {
+			var head struct {
+				Generation uint64 `json:"generation"`
+				Source     string `json:"source"`
+			}
+			if err := readJSON(repo, ref.Hash(), "declaration.json", &head); err != nil {
+				errs = append(errs, fmt.Errorf("branch node/%s: %w", n, err))
+				return nil
+			}
+			nd := get(n)
+			nd.Latest, nd.LatestSource = head.Generation, head.Source
+		} else if n, ok := strings.CutPrefix(name, "refs/heads/status/"); ok {
+			var rep declaration.Report
+			if err := readJSON(repo, ref.Hash(), declaration.ReportFile, &rep); err != nil {
+				errs = append(errs, fmt.Errorf("branch status/%s: %w", n, err))
+				return nil
+			}
+			get(n).Report = &rep
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := make([]Node, 0, len(byName))
+	for _, n := range byName {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func readJSON(repo *git.Repository, commit plumbing.Hash, file string, v any) error {
+	c, err := repo.CommitObject(commit)
+	if err != nil {
+		return err
+	}
+	f, err := c.File(file)
+	if errors.Is(err, object.ErrFileNotFound) {
+		return fmt.Errorf("holds no %s", file)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := f.Reader()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
+)
+
+// State is a node's standing in a [Summary].
+type State string
+
+// The states of a node.
+const (
+	// Current: the node applied the latest generation and nothing failed.
+	Current State = "current"
+	// Behind: the node has not applied the latest generation yet, and its
+	// last apply did not fail.
+	Behind State = "behind"
+	// Failed: the last apply failed (a resource failed, later ones gated).
+	Failed State = "failed"
+	// Refused: hostd refused the declaration (signature, replay, node).
+	Refused State = "refused"
+	// Stale: no report within the allowed number of poll intervals.
+	Stale State = "stale"
+	// Never: the node has a branch but hostd never reported.
+	Never State = "never"
+)
+
+// SummaryOptions say what "stale" means.
+type SummaryOptions struct {
+	// Now is the time to judge staleness against.
+	Now time.Time
+	// Interval is hostd's poll interval (mesh.yaml defaults.pollInterval).
+	Interval time.Duration
+	// StaleAfter is how many intervals without a report make a node stale.
+	StaleAfter int
+}
+
+// Entry is one node's line of a [Summary].
+type Entry struct {
+	Node      string    `json:"node"`
+	State     State     `json:"state"`
+	Applied   uint64    `json:"applied"`
+	Attempted uint64    `json:"attempted,omitempty"`
+	Latest    uint64    `json:"latest"`
+	When      time.Time `json:"when,omitzero"`
+	// Refused is hostd's reason for refusing the declaration.
+	Refused string `json:"refused,omitempty"`
+	// Failures are the resources that failed, with why.
+	Failures []declaration.Result `json:"failures,omitempty"`
+	// Gated are the resources not reached because of a failure.
+	Gated []string `json:"gated,omitempty"`
+}
+
+// Summary is every node's standing.
+type Summary struct {
+	Nodes []Entry `json:"nodes"`
+	// Failed and Stale count nodes in those states (Refused counts as
+	// failed, Never as stale).
+	Failed int `json:"failed"`
+	Stale  int `json:"stale"`
+}
+
+// OK reports whether no node failed, was refused or is stale.
+func (s *Summary) OK() bool { return s.Failed == 0 && s.Stale == 0 }
+
+// Summarize judges every node.
+func Summarize(nodes []Node, opts SummaryOptions) *Summary {
+	s := &Summary{Nodes: []Entry{}}
+	limit := time.Duration(opts.StaleAfter) * opts.Interval
+	for _, n := range nodes {
+		e := Entry{Node: n.Name, Latest: n.Latest}
+		r := n.Report
+		switch {
+		case r == nil:
+			e.State = Never
+		default:
+			e.Applied, e.Attempted, e.When, e.Refused = r.Generation, r.Attempted, r.Time, r.Refused
+			for _, res := range r.Resources {
+				switch res.Outcome {
+				case declaration.Failed:
+					e.Failures = append(e.Failures, res)
+				case declaration.Gated:
+					e.Gated = append(e.Gated, res.ID)
+				}
+			}
+			switch {
+			case r.Refused != "":
+				e.State = Refused
+			case len(e.Failures) > 0 || len(e.Gated) > 0:
+				e.State = Failed
+			case limit > 0 && opts.Now.Sub(r.Time) > limit:
+				e.State = Stale
+			case r.Generation < n.Latest:
+				e.State = Behind
+			default:
+				e.State = Current
+			}
+		}
+		switch e.State {
+		case Failed, Refused:
+			s.Failed++
+		case Stale, Never:
+			s.Stale++
+		}
+		s.Nodes = append(s.Nodes, e)
+	}
+	return s
+}
+
+// WriteJSON writes s as indented JSON.
+func (s *Summary) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
+
+// WriteText writes s as a table, one node a line, then each failure and the
+// gated resources under its node.
+func (s *Summary) WriteText(w io.Writer, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSTATE\tAPPLIED\tLATEST\tREPORTED")
+	for _, e := range s.Nodes {
+		when := "never"
+		if !e.When.IsZero() {
+			when = now.Sub(e.When).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", e.Node, e.State, e.Applied, e.Latest, when)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range s.Nodes {
+		if e.Refused != "" {
+			fmt.Fprintf(w, "%s: refused generation %d: %s\n", e.Node, e.Attempted, e.Refused)
+		}
+		for _, f := range e.Failures {
+			fmt.Fprintf(w, "%s: %s failed: %s\n", e.Node, f.ID, f.Reason)
+		}
+		if len(e.Gated) > 0 {
+			fmt.Fprintf(w, "%s: gated: %s\n", e.Node, strings.Join(e.Gated, ", "))
+		}
+	}
+	return nil
+}
