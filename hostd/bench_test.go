@@ -12,13 +12,10 @@ import (
 // A poll with nothing new: one ref listing, over file:// and git://.
 // Target: under 50 ms on 2 cores.
 func BenchmarkNoopPoll(b *testing.B) {
-	for _, transport := range []string{"file", "git"} {
+	for _, transport := range []string{"file", "git", "http"} {
 		b.Run(transport, func(b *testing.B) {
 			g := newGitRemote(b)
-			url := g.fileURL()
-			if transport == "git" {
-				url = g.daemon()
-			}
+			url := g.url(transport)
 			f := newFixture(b, fixtureOptions{Remote: url})
 			// A fleet's worth of other branches the listing must not fetch.
 			for i := 0; i < 20; i++ {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -111,7 +112,13 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, fixtureOptions{})
 	name := f.cname("web")
-	d := f.decl(ctrRes("m/web", declaration.Container{Name: name, Command: sleeper, Env: map[string]string{"GREETING": "hello"}}))
+	data := f.path("data")
+	port := freePort(t)
+	d := f.decl(dirRes("m/data", data), ctrRes("m/web", declaration.Container{
+		Name: name, Command: sleeper, Env: map[string]string{"GREETING": "hello"},
+		Mounts: []declaration.Mount{{Source: data, Target: "/data"}},
+		Ports:  []declaration.Port{{Host: port, Container: 8080}},
+	}))
 	f.mustApply(d)
 	labels := func() []string {
 		out := f.mustPodman("container", "inspect", "--format", "{{json .Config.Labels}}", name)
@@ -126,25 +133,38 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 		return args
 	}
 	// Recreate by hand under the same name, labels (digest included) copied.
-	byHand := func(image string, env string) {
+	byHand := func(image string, env string, extra ...string) {
 		l := labels()
 		f.mustPodman("rm", "-f", "-t", "0", name)
-		f.mustPodman(append(append([]string{"run", "-d", "--pull=never", "--name", name, "--env", env}, l...), image, "sleep", "3600")...)
+		args := append([]string{"run", "-d", "--pull=never", "--name", name, "--env", env}, l...)
+		f.mustPodman(append(append(args, extra...), image, "sleep", "3600")...)
 	}
+	same := []string{"--volume", data + ":/data", "--publish", fmt.Sprintf("%d:8080", port)}
 	cases := []struct {
 		name   string
 		drift  func()
 		reason string
 	}{
 		{"stopped by hand", func() { f.mustPodman("stop", "-t", "0", name) }, "was exited, started again"},
-		{"recreated with another env", func() { byHand(shared.image, "GREETING=bye") }, "running configuration differed: env GREETING"},
-		{"recreated with another image", func() { byHand(shared.image2, "GREETING=hello") }, "running configuration differed: image"},
+		{"recreated with another env", func() { byHand(shared.image, "GREETING=bye", same...) }, "running configuration differed: env GREETING"},
+		{"recreated with another image", func() { byHand(shared.image2, "GREETING=hello", same...) }, "running configuration differed: image"},
+		{"recreated without its mount and port", func() { byHand(shared.image, "GREETING=hello") }, "running configuration differed: mounts, ports"},
+		{"recreated just as declared", func() { byHand(shared.image, "GREETING=hello", same...) }, ""},
 	}
 	for _, tc := range cases {
 		tc.drift()
 		rep, err := f.host.ApplyTarget(context.Background())
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.reason == "" {
+			// Made by hand exactly as declared: adopted, not touched.
+			before := f.containerID(name)
+			expectOutcome(t, rep, "m/web", declaration.Unchanged)
+			if f.containerID(name) != before {
+				t.Fatal("a container as declared was recreated")
+			}
+			continue
 		}
 		r := expectOutcome(t, rep, "m/web", declaration.Corrected)
 		if r.Reason != tc.reason {
@@ -173,8 +193,15 @@ func TestContainerRecreatedAndDirectoriesKept(t *testing.T) {
 	rep := f.mustApply(f.decl(d, ctrRes("m/db", c)))
 	expectOutcome(t, rep, "m/data", declaration.Created)
 	fi, err := os.Stat(data)
-	if err != nil || fi.Mode().Perm() != 0o750 {
+	if err != nil || fi.Mode().Perm() != 0o750 || fi.Sys().(*syscall.Stat_t).Uid != 1000 || fi.Sys().(*syscall.Stat_t).Gid != 1000 {
 		t.Fatalf("directory: %v %v", fi, err)
+	}
+	// Mode and owner drift is put back.
+	os.Chmod(data, 0o777)
+	os.Chown(data, 0, 0)
+	rep = f.mustApply(f.decl(d, ctrRes("m/db", c)))
+	if r := expectOutcome(t, rep, "m/data", declaration.Corrected); r.Reason != "mode was 0777, owner was 0:0" {
+		t.Fatalf("reason %q", r.Reason)
 	}
 	first := f.containerID(f.cname("db"))
 	obs, err := f.host.rt.List(context.Background(), f.mesh)

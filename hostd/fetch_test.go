@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +93,32 @@ func (g *gitRemote) publish(node string, br Branch) string {
 
 func (g *gitRemote) fileURL() string { return "file://" + g.bare }
 
+// url serves the repository over transport (file, git or http) and returns
+// its URL.
+func (g *gitRemote) url(transport string) string {
+	switch transport {
+	case "git":
+		return g.daemon()
+	case "http":
+		return g.smartHTTP()
+	}
+	return g.fileURL()
+}
+
+// smartHTTP serves the repository with `git http-backend` (git's own smart
+// HTTP server, as CGI) on 127.0.0.1 and returns its http:// URL.
+func (g *gitRemote) smartHTTP() string {
+	g.t.Helper()
+	g.git("", "--git-dir", g.bare, "config", "http.receivepack", "true")
+	backend := &cgi.Handler{
+		Path: "/usr/lib/git-core/git-http-backend",
+		Env:  []string{"GIT_PROJECT_ROOT=" + g.base, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(backend)
+	g.t.Cleanup(srv.Close)
+	return srv.URL + "/mesh.git"
+}
+
 // daemon serves the repository with `git daemon` on 127.0.0.1 and returns
 // its git:// URL.
 func (g *gitRemote) daemon() string {
@@ -122,14 +150,11 @@ func (g *gitRemote) daemon() string {
 // git://; a poll with nothing new says so and changes nothing.
 func TestFetchOnlyTheNodeBranch(t *testing.T) {
 	t.Parallel()
-	for _, transport := range []string{"file", "git"} {
+	for _, transport := range []string{"file", "git", "http"} {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			g := newGitRemote(t)
-			url := g.fileURL()
-			if transport == "git" {
-				url = g.daemon()
-			}
+			url := g.url(transport)
 			f := newFixture(t, fixtureOptions{Remote: url})
 			main := g.commit("main", map[string][]byte{"mesh.yaml": []byte("name: x\n")})
 			g.git("", "--git-dir", g.bare, "tag", "v1", main)
@@ -199,14 +224,25 @@ func objectCount(t testing.TB, repo *git.Repository) int {
 	return n
 }
 
-// Once over git://: apply, push the report to status/<name>, push nothing
-// when nothing changed, refuse an unsigned commit (applying nothing of it and
-// saying so in the pushed report), then move on when a good one arrives.
-func TestOnceThroughGitDaemon(t *testing.T) {
+// Once over git:// and smart HTTP: apply, push the report to
+// status/<name>, push nothing when nothing changed, refuse an unsigned commit
+// (applying nothing of it and saying so in the pushed report), then move on
+// when a good one arrives. The textfile follows.
+func TestOnceThroughARemote(t *testing.T) {
 	t.Parallel()
+	for _, transport := range []string{"git", "http"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			testOnceThrough(t, transport)
+		})
+	}
+}
+
+func testOnceThrough(t *testing.T, transport string) {
 	g := newGitRemote(t)
-	url := g.daemon()
+	url := g.url(transport)
 	f := newFixture(t, fixtureOptions{Remote: url, PushURL: url})
+	f.host.cfg.Textfile = f.path("../metrics/hostd.prom")
 	ctx := context.Background()
 	status := func() (string, declaration.Report) {
 		hash := g.git("", "--git-dir", g.bare, "rev-parse", "refs/heads/status/n1")
@@ -227,6 +263,12 @@ func TestOnceThroughGitDaemon(t *testing.T) {
 	h1, pushed := status()
 	if pushed.Generation != 1 || len(pushed.Resources) != 2 || !pushed.OK() {
 		t.Fatalf("pushed report: %+v", pushed)
+	}
+	prom := readFile(t, f.host.cfg.Textfile)
+	for _, want := range []string{`hostd_apply_ok{mesh="` + f.mesh + `",node="n1"} 1`, `outcome="created"} 2`, `hostd_generation{mesh="` + f.mesh + `",node="n1"} 1`} {
+		if !strings.Contains(prom, want) {
+			t.Fatalf("textfile lacks %q:\n%s", want, prom)
+		}
 	}
 
 	// The second poll reports "unchanged" (a new report, pushed); the third
@@ -259,6 +301,9 @@ func TestOnceThroughGitDaemon(t *testing.T) {
 	}
 	if _, pushed := status(); !strings.Contains(pushed.Refused, "unsigned") || pushed.Generation != 1 {
 		t.Fatalf("the pushed report does not say it refused: %+v", pushed)
+	}
+	if prom := readFile(t, f.host.cfg.Textfile); !strings.Contains(prom, `hostd_refused{mesh="`+f.mesh+`",node="n1"} 1`) {
+		t.Fatalf("the textfile does not say it refused:\n%s", prom)
 	}
 	// Polling again: still refused, still nothing applied, no fetch needed.
 	if _, err := f.host.Once(ctx); !errors.Is(err, ErrUnsigned) {

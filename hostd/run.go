@@ -61,8 +61,8 @@ func (h *Host) Run(ctx context.Context, opts RunOptions) error {
 			wait = min(2*wait, opts.MaxBackoff)
 			if !reachable(err) {
 				// The remote is down: keep the machine at its last good state.
-				if _, aerr := h.ApplyTarget(ctx); aerr != nil && opts.OnReport != nil {
-					opts.OnReport(declaration.Report{}, aerr)
+				if rep, aerr := h.applyLocked(ctx); aerr != nil && opts.OnReport != nil {
+					opts.OnReport(rep, aerr)
 				}
 			}
 		}
@@ -82,6 +82,15 @@ func (h *Host) locked(ctx context.Context) (declaration.Report, error) {
 	}
 	defer unlock()
 	return h.Once(ctx)
+}
+
+func (h *Host) applyLocked(ctx context.Context) (declaration.Report, error) {
+	unlock, err := h.Lock()
+	if err != nil {
+		return declaration.Report{}, err
+	}
+	defer unlock()
+	return h.ApplyTarget(ctx)
 }
 
 // OnceLocked is [Host.Once] under the state lock.
