@@ -208,8 +208,9 @@ type Requirement struct {
 	// Type and Default are an operator requirement's whole contract.
 	Type    FieldType `yaml:"type,omitempty" json:"type,omitempty"`
 	Default *string   `yaml:"default,omitempty" json:"default,omitempty"`
-	// Secret marks an operator value as secret: the vault provides it.
-	// Spec is how the vault makes a module's own secret.
+	// Spec says how the vault makes the value of a requirement of contract
+	// secret (a module's own secret). A secret an operator chooses is such a
+	// requirement too: the operator hands its value to the vault.
 	Spec *SecretSpec `yaml:"spec,omitempty" json:"spec,omitempty"`
 	// Narrow tightens the contract's fields for this module; it never widens.
 	Narrow map[string]Field `yaml:"narrow,omitempty" json:"narrow,omitempty"`
