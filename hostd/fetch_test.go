@@ -299,6 +299,9 @@ func testOnceThrough(t *testing.T, transport string) {
 	if _, err := os.Stat(f.path("b.conf")); !os.IsNotExist(err) {
 		t.Fatal("the unsigned declaration was applied")
 	}
+	if st, err := f.host.Status(); err != nil || !strings.Contains(st.Refused, "unsigned") || st.Generation != 1 {
+		t.Fatalf("status after a refusal: %+v, %v", st, err)
+	}
 	if _, pushed := status(); !strings.Contains(pushed.Refused, "unsigned") || pushed.Generation != 1 {
 		t.Fatalf("the pushed report does not say it refused: %+v", pushed)
 	}

@@ -141,7 +141,10 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 	}
 	rep, err := h.ApplyTarget(ctx)
 	if st.Refused != "" {
+		// The report says the newest commit was refused, while it shows
+		// the last good declaration still held.
 		rep.Refused = st.Refused
+		err = errors.Join(err, writeJSON(h.statePath(reportFile), &rep))
 	}
 	err = errors.Join(refusal, err)
 	return rep, errors.Join(err, h.publish(ctx, rep))
