@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
+	"sync"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -113,18 +115,26 @@ func (p *Plan) Changed() bool {
 // that renders a declaration hostd would refuse.
 func MakePlan(opts PlanOptions) (*Plan, error) {
 	p := &Plan{Mesh: opts.Head.Mesh.Name, BaseNote: opts.BaseNote}
+	// The base's resolution decides the head's ports and seats, so it comes
+	// first; the base's rendering and the head's resolution then overlap.
 	var base *Resolution
 	baseDecls := map[string]*declaration.Declaration{}
 	prev := opts.Previous
+	var baseErr error
+	var wg sync.WaitGroup
 	if opts.Base != nil {
 		res, err := Resolve(opts.Base, ResolveOptions{Previous: opts.Previous, Answers: opts.Answers})
 		switch {
 		case err == nil:
 			base = res
-			if baseDecls, err = Render(res, Unsealed{}); err != nil {
-				return nil, fmt.Errorf("render base: %w", err)
-			}
 			prev = &res.State
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if baseDecls, baseErr = Render(res, Unsealed{}); baseErr != nil {
+					baseErr = fmt.Errorf("render base: %w", baseErr)
+				}
+			}()
 		case errors.As(err, new(*Refusal)):
 			p.BaseNote = "the base does not resolve; the plan starts from nothing"
 		default:
@@ -132,18 +142,25 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 		}
 	}
 	head, err := Resolve(opts.Head, ResolveOptions{Previous: prev, Answers: opts.Answers})
+	var headDecls map[string]*declaration.Declaration
+	if err == nil {
+		headDecls, err = Render(head, Unsealed{})
+		if err != nil {
+			err = fmt.Errorf("render head: %w", err)
+		}
+	}
+	wg.Wait()
 	var ref *Refusal
-	if errors.As(err, &ref) {
+	switch {
+	case errors.As(err, &ref):
 		p.Refused = ref.Reasons
 		return p, nil
-	} else if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("resolve head: %w", err)
+	case baseErr != nil:
+		return nil, baseErr
 	}
 	p.Resolves = true
-	headDecls, err := Render(head, Unsealed{})
-	if err != nil {
-		return nil, fmt.Errorf("render head: %w", err)
-	}
 	for _, a := range head.Assignments {
 		for _, q := range a.Definition.Requires {
 			if w, ok := a.Waiting[q.Name]; ok {
@@ -164,9 +181,12 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 		nodes[n] = true
 	}
 	declared := declaredRestarts(head)
-	for _, n := range sortedKeys(nodes) {
-		p.Nodes = append(p.Nodes, diffNode(n, baseDecls[n], headDecls[n], declared))
-	}
+	names := sortedKeys(nodes)
+	p.Nodes = make([]NodePlan, len(names))
+	parallel(len(names), func(i int) {
+		n := names[i]
+		p.Nodes[i] = diffNode(n, baseDecls[n], headDecls[n], declared)
+	})
 	return p, nil
 }
 
@@ -225,6 +245,9 @@ func diffNode(node string, old, cur *declaration.Declaration, declared map[strin
 	}
 	if cur == nil {
 		cur = &declaration.Declaration{}
+	}
+	if reflect.DeepEqual(old.Resources, cur.Resources) {
+		return np // most nodes, in most changes: skip the digests
 	}
 	oldByID := map[string]*declaration.Resource{}
 	for i := range old.Resources {
@@ -348,4 +371,24 @@ func rerunReasons(node string, r *declaration.Resource, fields []string, filesBy
 		reasons = append(reasons, "its declaration changed")
 	}
 	return reasons
+}
+
+// parallel calls fn(0) … fn(n-1) on every core and waits for all of them.
+func parallel(n int, fn func(i int)) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }

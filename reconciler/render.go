@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -128,23 +126,10 @@ func Render(res *Resolution, sealed SealedSecrets) (map[string]*declaration.Decl
 	// declaration and error depend only on its own assignments, so the
 	// result does not depend on the schedule.
 	errs := make([]error, len(res.Nodes))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				n := res.Nodes[i]
-				errs[i] = renderNode(out[n], byNode[n], sealed)
-			}
-		}()
-	}
-	for i := range res.Nodes {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	parallel(len(res.Nodes), func(i int) {
+		n := res.Nodes[i]
+		errs[i] = renderNode(out[n], byNode[n], sealed)
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

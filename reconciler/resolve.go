@@ -75,7 +75,7 @@ type Resolved struct {
 	Values map[schema.Ref]Value
 	// Providers: a module requirement's name → the provider's assignment ID.
 	Providers map[string]string
-	// Waiting: requirement name → what it waits for.
+	// Waiting: requirement name → what it waits for; nil when nothing is.
 	Waiting map[string]Waiting
 	// Serves lists the consumers this assignment provides for, in a fixed
 	// order, with what each is delivered; the mesh writes a per-consumer
@@ -290,7 +290,6 @@ func (r *resolver) index() {
 			Identity:  DeriveIdentity(a.Module, a.Node),
 			Values:    make(map[schema.Ref]Value, 2*len(m.Requires)),
 			Providers: map[string]string{},
-			Waiting:   map[string]Waiting{},
 		}
 		r.byID[id] = ra
 		r.res.Assignments = append(r.res.Assignments, ra)

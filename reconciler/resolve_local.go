@@ -116,6 +116,9 @@ func (r *resolver) resolveLocal(a *Resolved) {
 // path or that names no host directory, and a pin on a requirement no pin
 // may choose: a host requirement is answered on its own node.
 func (r *resolver) checkPlacementsAndPins(a *Resolved) {
+	if len(a.Assignment.Placements) == 0 && len(a.Assignment.Pins) == 0 {
+		return
+	}
 	reqs := map[string]*schema.Requirement{}
 	for i := range a.Definition.Requires {
 		reqs[a.Definition.Requires[i].Name] = &a.Definition.Requires[i]

@@ -251,6 +251,9 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 	step := p.Module + "/" + pv.Answer
 	ans, ok := r.opts.Answers[p.Node][step]
 	if !ok {
+		if a.Waiting == nil {
+			a.Waiting = map[string]Waiting{}
+		}
 		a.Waiting[q.Name] = Waiting{Assignment: a.ID, Requirement: q.Name, Provider: p.ID, Answer: step, Fields: answered}
 		return
 	}
