@@ -67,9 +67,10 @@ func words(s string) []string {
 	return append(out, splitWords(s)...)
 }
 
-// splitWords splits on anything that cannot be part of a name.
+// splitWords splits on anything that cannot be part of a name, after
+// lowering case: host names do not care about it.
 func splitWords(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
 	})
 }
