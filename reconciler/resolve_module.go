@@ -206,7 +206,7 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 		switch {
 		case fd.Secret && c.PerConsumerSecret != nil && c.PerConsumerSecret.Field == f:
 			name := q.Contract + "." + a.ID + "." + q.Name
-			spec, rot := c.PerConsumerSecret.Spec, c.PerConsumerSecret.Rotation
+			spec, rot := secretSpec(c.PerConsumerSecret.Spec, fd, q.Narrow[f]), c.PerConsumerSecret.Rotation
 			if rot == "" {
 				rot = "two-party"
 			}
@@ -368,4 +368,13 @@ func isLocal(m *schema.Module, req string) bool {
 		}
 	}
 	return false
+}
+
+// secretSpec is how the vault makes a per-consumer secret: the contract's
+// spec, long enough for the contract's field and for the consumer's
+// narrowing of it (a module may ask a longer password than the contract
+// does, never a shorter one).
+func secretSpec(spec schema.SecretSpec, contract, narrow schema.Field) schema.SecretSpec {
+	spec.Length = max(spec.Length, contract.MinLength, narrow.MinLength)
+	return spec
 }

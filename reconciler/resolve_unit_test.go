@@ -29,8 +29,8 @@ func goRepo() *schema.Repo {
 			"db": {Name: "db", Fields: map[string]schema.Field{
 				"host":     {Type: schema.TypeHost},
 				"user":     {Type: schema.TypeString},
-				"password": {Type: schema.TypeString, Secret: true},
-			}, PerConsumerSecret: &schema.PerConsumerSecret{Field: "password"}},
+				"password": {Type: schema.TypeString, Secret: true, MinLength: 24},
+			}, PerConsumerSecret: &schema.PerConsumerSecret{Field: "password", Spec: schema.SecretSpec{Length: 16, Alphabet: "alnum"}}},
 		},
 		Modules: map[string]*schema.Module{
 			"vault": {Name: "vault", Seats: []string{schema.SeatVault},
@@ -40,7 +40,7 @@ func goRepo() *schema.Repo {
 				Requires: []schema.Requirement{{Name: "f", Provider: schema.ProviderHost, Contract: schema.ContractHostFacts}}},
 			"app": {Name: "app",
 				Requires: []schema.Requirement{
-					{Name: "db", Provider: schema.ProviderModule, Contract: "db"},
+					{Name: "db", Provider: schema.ProviderModule, Contract: "db", Narrow: map[string]schema.Field{"password": {MinLength: 40}}},
 					{Name: "data", Provider: schema.ProviderHost, Contract: schema.ContractHostDir},
 					{Name: "web", Provider: schema.ProviderHost, Contract: schema.ContractHostPort},
 					{Name: "api", Provider: schema.ProviderHost, Contract: schema.ContractHostPort},
@@ -310,6 +310,9 @@ func TestPerConsumerSecretBothRecipients(t *testing.T) {
 	}
 	if need == nil {
 		t.Fatalf("no secret db.app@n2.db among %+v", res.Secrets)
+	}
+	if need.Spec.Length != 40 || need.Spec.Alphabet != "alnum" {
+		t.Fatalf("spec %+v: want the consumer's narrowing (length 40) over the contract's 24 and the spec's 16", need.Spec)
 	}
 	want := []Recipient{{Node: "n1", Role: Applier, Assignment: "pg@n1"}, {Node: "n2", Role: Reader, Assignment: "app@n2"}}
 	if !reflect.DeepEqual(need.Recipients, want) {
