@@ -40,7 +40,7 @@ failed, was refused or is stale.`,
 	}
 	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository (bare or a work tree)")
 	cmd.Flags().StringVar(&f.format, "format", "text", "output format: text or json")
-	cmd.Flags().IntVar(&f.staleAfter, "stale-after", 3, "poll intervals without a report after which a node is stale")
+	cmd.Flags().IntVar(&f.staleAfter, "stale-after", 3, "poll intervals without a report after which a node is stale (0: never)")
 	cmd.Flags().DurationVar(&f.interval, "interval", 0, "hostd's poll interval (default: mesh.yaml's pollInterval, else 1m)")
 	return cmd
 }
