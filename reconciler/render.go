@@ -329,7 +329,7 @@ func (r *renderer) resource(src *schema.Resource) error {
 			return err
 		}
 		out.Kind = declaration.KindDirectory
-		out.Directory = &declaration.Directory{Path: p, Mode: orDefault(src.Mode, "0755"), Owner: owner}
+		out.Directory = &declaration.Directory{Path: p, Mode: mode(src.Mode, "0755"), Owner: owner}
 	default:
 		c, err := r.container(src)
 		if err != nil {
@@ -355,7 +355,7 @@ func (r *renderer) file(src *schema.Resource) (*declaration.File, error) {
 		if f.Content, err = r.text(src.Content); err != nil {
 			return nil, err
 		}
-		f.Mode = orDefault(src.Mode, "0644")
+		f.Mode = mode(src.Mode, "0644")
 		return f, nil
 	}
 	refs, err := schema.Refs(src.Secret)
@@ -372,7 +372,7 @@ func (r *renderer) file(src *schema.Resource) (*declaration.File, error) {
 	if f.Secret, err = r.secretRef(v.Secret, src.EnvVar); err != nil {
 		return nil, err
 	}
-	f.Mode = orDefault(src.Mode, "0600")
+	f.Mode = mode(src.Mode, "0600")
 	if r.readsAtStart(refs[0].Requirement) {
 		r.secretFiles[p] = r.id(src.Name())
 	}
@@ -494,9 +494,14 @@ func hostPath(p string, mounts []declaration.Mount) string {
 	return path.Join(mounts[best].Source, strings.TrimPrefix(p, path.Clean(mounts[best].Target)))
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
+// mode returns a definition's mode as hostd takes it, four octal digits
+// ("644" is written "0644"), or def when the definition gives none.
+func mode(s, def string) string {
+	switch {
+	case s == "":
 		return def
+	case len(s) == 3:
+		return "0" + s
 	}
 	return s
 }
