@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -114,7 +115,39 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 		rep.Resources = append(rep.Resources, res)
 	}
 	rep.Answers = a.answers(rep.Resources)
+	if failed == nil {
+		rep.Removed, failed = a.removeUndeclared(ctx)
+	}
 	return rep, failed
+}
+
+// removeUndeclared removes the containers hostd made for this node (labelled
+// with its mesh and node) that the declaration no longer names: a module
+// moved away stops. Only after a complete apply, so a failure never takes a
+// running service down with it. Data is never removed (ADR 0030).
+func (a *applier) removeUndeclared(ctx context.Context) ([]string, error) {
+	declared := map[string]bool{}
+	for _, r := range a.d.Resources {
+		if r.Container != nil {
+			declared[r.Container.Name] = true
+		}
+	}
+	var names []string
+	for name, o := range a.observed {
+		if !declared[name] && o.Labels[podman.LabelNode] == a.d.Node {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var removed []string
+	for _, name := range names {
+		if err := a.h.rt.Remove(ctx, name); err != nil {
+			return removed, fmt.Errorf("remove undeclared container: %w", err)
+		}
+		delete(a.st.Containers, name)
+		removed = append(removed, name)
+	}
+	return removed, nil
 }
 
 // observe lists the mesh's containers (one query) and inspects, in one more

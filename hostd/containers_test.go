@@ -294,3 +294,40 @@ func TestApplyQueriesPodmanOnce(t *testing.T) {
 	expectOutcome(t, rep, "m/c0", declaration.Recreated)
 	expectOutcome(t, rep, "m/c1", declaration.Unchanged)
 }
+
+// A container the declaration stops naming is removed (after a complete
+// apply); its data directory stays. A container of another node in the same
+// mesh is not touched.
+func TestUndeclaredContainerIsRemoved(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	data := f.path("old/data")
+	keep := ctrRes("m/keep", declaration.Container{Name: f.cname("keep"), Command: sleeper})
+	old := ctrRes("old/server", declaration.Container{Name: f.cname("old"), Command: sleeper,
+		Mounts: []declaration.Mount{{Source: data, Target: "/data"}}})
+	f.mustApply(f.decl(dirRes("old/data", data), keep, old))
+	f.mustPodman("run", "-d", "--pull=never", "--name", f.cname("n2"), "--label", podman.LabelMesh+"="+f.mesh,
+		"--label", podman.LabelNode+"=n2", shared.image, "sleep", "3600")
+
+	// A failed apply removes nothing.
+	bad := ctrRes("m/bad", declaration.Container{Name: f.cname("bad"), RunOnce: true, Command: []string{"false"}})
+	rep, err := f.apply(f.decl(keep, bad))
+	if err == nil || len(rep.Removed) != 0 || f.containers()[f.cname("old")] != "running" {
+		t.Fatalf("a failed apply removed %v (%v)", rep.Removed, err)
+	}
+
+	rep = f.mustApply(f.decl(keep))
+	if len(rep.Removed) != 1 || rep.Removed[0] != f.cname("old") {
+		t.Fatalf("removed %v", rep.Removed)
+	}
+	cs := f.containers()
+	if _, ok := cs[f.cname("old")]; ok || cs[f.cname("keep")] != "running" || cs[f.cname("n2")] != "running" {
+		t.Fatalf("containers after the apply: %v", cs)
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("the data directory went with the container: %v", err)
+	}
+	if !strings.Contains(FormatText(rep), "removed    container "+f.cname("old")+": no longer declared") {
+		t.Fatalf("text report:\n%s", FormatText(rep))
+	}
+}

@@ -26,6 +26,9 @@ func FormatText(rep declaration.Report) string {
 		}
 		b.WriteByte('\n')
 	}
+	for _, name := range rep.Removed {
+		fmt.Fprintf(&b, "  %-10s %-9s %s: no longer declared\n", "removed", declaration.KindContainer, name)
+	}
 	ids := make([]string, 0, len(rep.Answers))
 	for id := range rep.Answers {
 		ids = append(ids, id)

@@ -42,6 +42,10 @@ type Report struct {
 	// Answers holds, per resource ID of a provider's step, the contract fields
 	// it wrote to its Answer file.
 	Answers map[string]map[string]string `json:"answers,omitempty"`
+	// Removed names the containers hostd had made for this node that the
+	// declaration no longer names, removed after everything else applied.
+	// Files and directories are never removed (ADR 0030).
+	Removed []string `json:"removed,omitempty"`
 }
 
 // Result is one resource's outcome in a [Report].
