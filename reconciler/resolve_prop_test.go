@@ -2,6 +2,10 @@ package reconciler
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -78,6 +82,82 @@ func TestResolutionIsDeterministicAndOrderIndependent(t *testing.T) {
 		}
 		if !bytes.Equal(first, other) {
 			t.Fatalf("resolving the assignments in another order differs:\n%s", lineDiff(string(first), string(other)))
+		}
+	})
+}
+
+// shuffledFS lists every directory in an order drawn by rapid, so a test
+// sees whether anything downstream depends on the order files are read in.
+type shuffledFS struct {
+	fstest.MapFS
+	t *rapid.T
+}
+
+func (s shuffledFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	ents, err := s.MapFS.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return rapid.Permutation(ents).Draw(s.t, "readdir "+name), nil
+}
+
+// TestResolutionIsIndependentOfFileOrder reads the lab case, with a random
+// subset of its assignment files, through a file system that lists every
+// directory in a random order: loading, resolving and rendering give the
+// same bytes as reading it in order.
+func TestResolutionIsIndependentOfFileOrder(t *testing.T) {
+	base := fstest.MapFS{}
+	var assignments []string
+	var opts caseOptions
+	for _, file := range []string{"testdata/catalog.txtar", "testdata/resolve/lab.txtar"} {
+		ar, err := txtar.ParseFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range ar.Files {
+			switch {
+			case f.Name == "opts.json":
+				if err := json.Unmarshal(f.Data, &opts); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				base[f.Name] = &fstest.MapFile{Data: f.Data}
+				if strings.HasPrefix(f.Name, "assignments/") {
+					assignments = append(assignments, f.Name)
+				}
+			}
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		fsys := fstest.MapFS{}
+		for name, f := range base {
+			fsys[name] = f
+		}
+		for _, a := range assignments {
+			if !rapid.Bool().Draw(t, "keep "+a) {
+				delete(fsys, a)
+			}
+		}
+		inOrder, loadErr := schema.Load(fsys)
+		shuffled, err := schema.Load(shuffledFS{fsys, t})
+		if loadErr != nil || err != nil {
+			// Some subsets do not load (a pin on an assignment left out):
+			// then both readings must refuse alike.
+			if fmt.Sprint(loadErr) != fmt.Sprint(err) {
+				t.Fatalf("loading in order: %v\nloading shuffled: %v", loadErr, err)
+			}
+			return
+		}
+		want, err := snapshot(inOrder, ResolveOptions(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := snapshot(shuffled, ResolveOptions(opts))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want, got) {
+			t.Fatalf("reading the files in another order differs:\n%s", lineDiff(string(want), string(got)))
 		}
 	})
 }
