@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/reconciler/status"
 )
 
 // planFlags are `meshgen plan`'s options.
@@ -29,6 +31,9 @@ or sealed to other nodes (names only), every requirement waiting for a
 provider's answer, and every reason resolution refuses.
 
 It needs no vault and no node: secrets are shown by name, never by value.
+Providers' answers (a certificate authority's root) are read from the
+status/<node> branches hostd pushed, when the repository has them; a
+consumer of an answer not reported yet is shown waiting.
 
 Without --head the directory is read as it is on disk; without --base the
 plan starts from nothing. A base that does not load or resolve is noted, and
@@ -75,6 +80,9 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 			return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, err)
 		}
 	}
+	if opts.Answers, err = reportedAnswers(f.repo); err != nil {
+		return err
+	}
 	plan, err := reconciler.MakePlan(opts)
 	if err != nil {
 		return err
@@ -95,4 +103,24 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 		return exitError{code: 2}
 	}
 	return nil
+}
+
+// reportedAnswers reads the providers' answers hostd reported on the
+// status/<node> branches of the git repository at dir; none when dir is not
+// a git repository.
+func reportedAnswers(dir string) (reconciler.Answers, error) {
+	nodes, err := status.Read(dir, status.ReadOptions{})
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read providers' answers from the status branches: %w", err)
+	}
+	out := reconciler.Answers{}
+	for _, n := range nodes {
+		if n.Report != nil && len(n.Report.Answers) > 0 {
+			out[n.Name] = n.Report.Answers
+		}
+	}
+	return out, nil
 }
