@@ -54,6 +54,13 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 	if t.decl.IsZero() {
 		return nil, fmt.Errorf("branch node/%s at %s holds no %s: repair or delete the branch", node, h, DeclarationFile)
 	}
+	// The writer states the generation and source in its commit message;
+	// reading them there spares decompressing every declaration. A commit
+	// the writer did not make is read the long way.
+	if gen, src, ok := parseMessage(c.Message, node); ok {
+		t.generation, t.source = gen, src
+		return t, nil
+	}
 	blob, err := object.GetBlob(s, t.decl)
 	if err != nil {
 		return nil, fmt.Errorf("read node/%s:%s: %w", node, DeclarationFile, err)
@@ -149,4 +156,21 @@ func readHead(r io.Reader) (declHead, error) {
 		return h, fmt.Errorf("no generation or no source")
 	}
 	return h, nil
+}
+
+// parseMessage reads the generation and source from a message
+// [commitMessage] wrote for node.
+func parseMessage(msg, node string) (generation uint64, source string, ok bool) {
+	subject, rest, _ := strings.Cut(msg, "\n")
+	var gen uint64
+	var n string
+	if c, err := fmt.Sscanf(subject, "node %s generation %d", &n, &gen); err != nil || c != 2 || n != node+":" {
+		return 0, "", false
+	}
+	for line := range strings.SplitSeq(rest, "\n") {
+		if src, found := strings.CutPrefix(line, "Source: "); found && src != "" {
+			return gen, src, true
+		}
+	}
+	return 0, "", false
 }
