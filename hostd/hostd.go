@@ -128,8 +128,15 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 	case err != nil:
 		return declaration.Report{}, err
 	default:
+		_, aerr := h.adopt(st, br)
+		var r *Refusal
+		if aerr != nil && !errors.As(aerr, &r) {
+			// Not a verdict on the declaration (a disk error): try again
+			// next poll.
+			return declaration.Report{}, aerr
+		}
 		st.Fetched, st.Refused = br.Commit, ""
-		if _, refusal = h.adopt(st, br); refusal != nil {
+		if refusal = aerr; refusal != nil {
 			st.Refused = strings.TrimPrefix(refusal.Error(), "declaration refused: ")
 			if werr := writeJSON(h.statePath(refusedFile), &br); werr != nil {
 				return declaration.Report{}, werr

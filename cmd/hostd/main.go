@@ -151,7 +151,8 @@ Each apply's outcome is logged to standard error.`,
 				if err != nil {
 					fmt.Fprintf(log, "hostd: %v\n", err)
 				}
-				if rep.Node != "" {
+				// Log an apply that did something; a quiet poll stays quiet.
+				if rep.Node != "" && !quiet(rep) {
 					fmt.Fprint(log, hostd.FormatText(rep))
 				}
 			}})
@@ -191,6 +192,19 @@ func newStatusCmd() *cobra.Command {
 	addConfigFlag(cmd, &config)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// quiet reports whether an apply changed nothing and had nothing to say.
+func quiet(rep declaration.Report) bool {
+	if rep.Refused != "" || len(rep.Removed) > 0 {
+		return false
+	}
+	for _, r := range rep.Resources {
+		if r.Outcome != declaration.Unchanged && r.Outcome != declaration.Kept {
+			return false
+		}
+	}
+	return true
 }
 
 func printReport(w io.Writer, rep declaration.Report, asJSON bool) error {
