@@ -392,3 +392,14 @@ func parallel(n int, fn func(i int)) {
 	close(next)
 	wg.Wait()
 }
+
+// inChunks calls fn(0) … fn(n-1) on every core, handing out consecutive
+// indexes in chunks so that small calls do not pay for a hand-off each.
+func inChunks(n int, fn func(i int)) {
+	const chunk = 64
+	parallel((n+chunk-1)/chunk, func(c int) {
+		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
+			fn(i)
+		}
+	})
+}

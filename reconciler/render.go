@@ -27,7 +27,8 @@ type SealedSecret struct {
 
 // SealedSecrets answers, for a secret and a node, where its ciphertext is.
 // The reconcile loop fills it from what vaultd sealed; `plan`, which has no
-// vault, uses [Unsealed].
+// vault, uses [Unsealed]. [Render] calls Sealed from several goroutines at
+// once.
 type SealedSecrets interface {
 	Sealed(name, node string) (SealedSecret, bool)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 )
@@ -85,6 +86,10 @@ type Resolved struct {
 	// read a requirement still waiting for its provider, or name one that
 	// does, in author order.
 	Skipped []string
+
+	// pending holds what providers delivered until every assignment is
+	// resolved.
+	pending map[schema.Ref]Value
 }
 
 // Value is one resolved field: plain text, or the name of a secret.
@@ -182,13 +187,13 @@ func Resolve(repo *schema.Repo, opts ResolveOptions) (*Resolution, error) {
 	r.index()
 	r.checkSeats()
 	r.allocatePorts()
-	for _, a := range r.res.Assignments {
-		r.resolveLocal(a)
-	}
+	// Each phase answers assignments independently (what they share is
+	// locked, and finish sorts it), so it runs on every core.
+	as := r.res.Assignments
+	inChunks(len(as), func(i int) { r.resolveLocal(as[i]) })
 	r.checkNames()
-	for _, a := range r.res.Assignments {
-		r.resolveModules(a)
-	}
+	inChunks(len(as), func(i int) { r.resolveModules(as[i]) })
+	inChunks(len(as), func(i int) { as[i].mergeDelivered() })
 	r.finish()
 	if len(r.reasons) > 0 {
 		sortReasons(r.reasons)
@@ -216,6 +221,9 @@ type resolver struct {
 	reasons []Reason
 	// once holds the keys of reasons refused with refuseOnce.
 	once map[string]bool
+	// mu guards reasons, once, secrets and every Resolved's Serves while
+	// assignments are resolved in parallel.
+	mu sync.Mutex
 	// machines is the host-facts "machines" field: every node, sorted.
 	machines string
 }
@@ -233,7 +241,11 @@ func newResolver(repo *schema.Repo, opts ResolveOptions) *resolver {
 	}
 }
 
-func (r *resolver) refuse(x Reason) { r.reasons = append(r.reasons, x) }
+func (r *resolver) refuse(x Reason) {
+	r.mu.Lock()
+	r.reasons = append(r.reasons, x)
+	r.mu.Unlock()
+}
 
 // index orders the assignments, refuses a module assigned twice to a node,
 // and indexes providers and seat holders.
@@ -407,6 +419,8 @@ func (r *resolver) finish() {
 
 // need records that secret name must be sealed to a recipient.
 func (r *resolver) need(name string, spec schema.SecretSpec, rotation string, to Recipient) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := r.secrets[name]
 	if s == nil {
 		s = &SecretNeed{Name: name, Spec: spec, Rotation: rotation}

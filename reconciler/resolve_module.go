@@ -12,7 +12,9 @@ import (
 
 // resolveModules answers the assignment's module requirements (other than
 // its own secrets, answered by resolveLocal): it chooses the provider and
-// delivers the provision's fields.
+// delivers the provision's fields. What it delivers is kept apart until every
+// assignment is resolved (see [Resolved.delivered]), because providers' own
+// values are read meanwhile.
 func (r *resolver) resolveModules(a *Resolved) {
 	m := a.Definition
 	for i := range m.Requires {
@@ -212,7 +214,7 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 			}
 			r.need(name, spec, rot, Recipient{Node: p.Node, Role: Applier, Assignment: p.ID})
 			r.need(name, spec, rot, Recipient{Node: a.Node, Role: roleOf(q), Assignment: a.ID})
-			r.value(a, q.Name, f, Value{Secret: name})
+			a.delivered(q.Name, f, Value{Secret: name})
 			served.Secret, served.SecretField = name, f
 		case fd.Secret:
 			// A secret the provider holds and shares with each consumer:
@@ -220,7 +222,7 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 			name := p.ID + "." + q.Contract + "." + f
 			r.need(name, schema.SecretSpec{}, "one-party", Recipient{Node: p.Node, Role: Applier, Assignment: p.ID})
 			r.need(name, schema.SecretSpec{}, "one-party", Recipient{Node: a.Node, Role: roleOf(q), Assignment: a.ID})
-			r.value(a, q.Name, f, Value{Secret: name})
+			a.delivered(q.Name, f, Value{Secret: name})
 		case pv.Values[f] != "":
 			v, err := provisionValue(p, pv.Values[f])
 			if err != nil {
@@ -229,16 +231,18 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 					Hint:    "a provision's value may read the provider's host, mesh and operator requirements"})
 				continue
 			}
-			r.value(a, q.Name, f, Value{Text: v})
+			a.delivered(q.Name, f, Value{Text: v})
 		case c.PerConsumerSecret != nil && fd.Type == schema.TypeString:
 			// The consumer's identity: the login the provider makes for it
 			// and the resource named after it (design 27, "The mesh").
-			r.value(a, q.Name, f, Value{Text: a.Identity.Login})
+			a.delivered(q.Name, f, Value{Text: a.Identity.Login})
 		default:
 			answered = append(answered, f)
 		}
 	}
+	r.mu.Lock()
 	p.Serves = append(p.Serves, served)
+	r.mu.Unlock()
 	if len(answered) == 0 {
 		return
 	}
@@ -264,13 +268,15 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 		return
 	}
 	for _, f := range answered {
-		r.value(a, q.Name, f, Value{Text: ans[f]})
+		a.delivered(q.Name, f, Value{Text: ans[f]})
 	}
 }
 
 // refuseOnce refuses x unless a reason with the same key was refused already:
 // one provider's defect is reported once, not once per consumer.
 func (r *resolver) refuseOnce(key string, x Reason) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.once == nil {
 		r.once = map[string]bool{}
 	}
@@ -278,7 +284,7 @@ func (r *resolver) refuseOnce(key string, x Reason) {
 		return
 	}
 	r.once[key] = true
-	r.refuse(x)
+	r.reasons = append(r.reasons, x)
 }
 
 // checkAnswer refuses an answer that carries a field the contract does not
@@ -377,4 +383,22 @@ func isLocal(m *schema.Module, req string) bool {
 func secretSpec(spec schema.SecretSpec, contract, narrow schema.Field) schema.SecretSpec {
 	spec.Length = max(spec.Length, contract.MinLength, narrow.MinLength)
 	return spec
+}
+
+// delivered records a field a provider delivered to a. It is kept apart from
+// a.Values while other assignments may read a.Values as a provider, and
+// merged by mergeDelivered.
+func (a *Resolved) delivered(req, field string, v Value) {
+	if a.pending == nil {
+		a.pending = map[schema.Ref]Value{}
+	}
+	a.pending[schema.Ref{Requirement: req, Field: field}] = v
+}
+
+// mergeDelivered moves what providers delivered into a.Values.
+func (a *Resolved) mergeDelivered() {
+	for k, v := range a.pending {
+		a.Values[k] = v
+	}
+	a.pending = nil
 }

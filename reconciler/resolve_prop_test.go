@@ -41,8 +41,10 @@ func testCatalog(t testing.TB) *schema.Repo {
 func TestResolutionIsDeterministicAndOrderIndependent(t *testing.T) {
 	catalog := testCatalog(t)
 	rapid.Check(t, func(t *rapid.T) {
-		nodes := rapid.IntRange(1, 6).Draw(t, "nodes")
-		perNode := rapid.IntRange(2, 7).Draw(t, "perNode")
+		// Up to a few hundred assignments: enough that they are resolved
+		// and rendered in parallel, so the schedule must not matter either.
+		nodes := rapid.IntRange(1, 24).Draw(t, "nodes")
+		perNode := rapid.IntRange(2, 12).Draw(t, "perNode")
 		m, err := synth.Mesh(catalog, synth.Options{Nodes: nodes, PerNode: perNode})
 		if err != nil {
 			t.Fatal(err)
