@@ -19,6 +19,7 @@ import (
 //	remote: https://git.example.org/mesh.git   # fetch node/n1 from here
 //	pushURL: ssh://git@git.example.org/mesh.git # push status/n1 here (optional)
 //	sshKey: /etc/hostd/ssh_key                   # for ssh:// URLs (optional)
+//	knownHosts: /etc/hostd/known_hosts           # the git server's ssh key
 //	publicKey: /etc/hostd/reconciler.pub         # installed at enrolment
 //	identity: /etc/hostd/age-identity.txt        # made by `hostd init`
 //	stateDir: /var/lib/hostd
@@ -39,6 +40,9 @@ type Config struct {
 	PushURL string `yaml:"pushURL,omitempty" json:"pushURL,omitempty"`
 	// SSHKey is a private key file for ssh:// remotes; the ssh agent otherwise.
 	SSHKey string `yaml:"sshKey,omitempty" json:"sshKey,omitempty"`
+	// KnownHosts is the known_hosts file the ssh server's key is checked
+	// against; $SSH_KNOWN_HOSTS or ~/.ssh/known_hosts when empty.
+	KnownHosts string `yaml:"knownHosts,omitempty" json:"knownHosts,omitempty"`
 	// PublicKey is the PEM public key declarations must be signed with,
 	// installed at enrolment; never read from the repository.
 	PublicKey string `yaml:"publicKey" json:"publicKey"`
@@ -120,7 +124,7 @@ func LoadConfig(path string) (Config, error) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
-	for _, p := range []*string{&c.PublicKey, &c.Identity, &c.SSHKey, &c.StateDir, &c.Root, &c.Textfile} {
+	for _, p := range []*string{&c.PublicKey, &c.Identity, &c.SSHKey, &c.KnownHosts, &c.StateDir, &c.Root, &c.Textfile} {
 		abs(p)
 	}
 	for i := range c.ExtraRoots {

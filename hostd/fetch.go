@@ -61,17 +61,27 @@ func (h *Host) auth(url string) (transport.AuthMethod, error) {
 	if user == "" {
 		user = "git"
 	}
+	var hostKeys []string
+	if h.cfg.KnownHosts != "" {
+		hostKeys = []string{h.cfg.KnownHosts}
+	}
+	known, err := gitssh.NewKnownHostsCallback(hostKeys...)
+	if err != nil {
+		return nil, fmt.Errorf("read known hosts: %w (set knownHosts in the hostd config)", err)
+	}
 	if h.cfg.SSHKey != "" {
 		a, err := gitssh.NewPublicKeysFromFile(user, h.cfg.SSHKey, "")
 		if err != nil {
 			return nil, fmt.Errorf("read ssh key %s: %w", h.cfg.SSHKey, err)
 		}
+		a.HostKeyCallback = known
 		return a, nil
 	}
 	a, err := gitssh.NewSSHAgentAuth(user)
 	if err != nil {
 		return nil, fmt.Errorf("ssh remote without sshKey: %w (set sshKey in the hostd config)", err)
 	}
+	a.HostKeyCallback = known
 	return a, nil
 }
 
