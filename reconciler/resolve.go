@@ -192,6 +192,7 @@ func Resolve(repo *schema.Repo, opts ResolveOptions) (*Resolution, error) {
 	as := r.res.Assignments
 	inChunks(len(as), func(i int) { r.resolveLocal(as[i]) })
 	r.checkNames()
+	r.checkDirectories()
 	inChunks(len(as), func(i int) { r.resolveModules(as[i]) })
 	inChunks(len(as), func(i int) { as[i].mergeDelivered() })
 	r.finish()

@@ -305,3 +305,31 @@ func sortedKeys[V any](m map[string]V) []string {
 func cleanAbs(p string) string {
 	return path.Clean("/" + p)
 }
+
+// checkDirectories refuses two host directories at one path on one node (a
+// placement onto another assignment's directory): both would write there,
+// and each would see the other's files.
+func (r *resolver) checkDirectories() {
+	type use struct {
+		a *Resolved
+		q string
+	}
+	seen := map[string]use{}
+	for _, a := range r.res.Assignments {
+		for _, q := range a.Definition.Requires {
+			if q.Provider != schema.ProviderHost || q.Contract != schema.ContractHostDir {
+				continue
+			}
+			p := a.Values[schema.Ref{Requirement: q.Name, Field: "path"}].Text
+			key := a.Node + "\x00" + p
+			if first, dup := seen[key]; dup {
+				r.refuse(Reason{Kind: BadPlacement, Assignment: a.ID, Requirement: q.Name,
+					Pos:     fieldPos(a.Assignment, "$.placements."+q.Name),
+					Message: fmt.Sprintf("directory %s is also %s's %q on node %q", p, first.a.ID, first.q, a.Node),
+					Hint:    "place one of them elsewhere: each host directory belongs to one requirement"})
+				continue
+			}
+			seen[key] = use{a, q.Name}
+		}
+	}
+}

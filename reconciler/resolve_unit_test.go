@@ -106,6 +106,11 @@ func TestRefusalsTheLoaderMakesFirst(t *testing.T) {
 		{"placement of a port", func(r *schema.Repo) {
 			r.Assignments[2].Placements = map[string]string{"web": "/srv/web"}
 		}, BadPlacement, "placement names no host-directory requirement"},
+		{"placement onto another assignment's directory", func(r *schema.Repo) {
+			r.Modules["other"] = r.Modules["app"]
+			r.Assignments = append(r.Assignments, &schema.Assignment{Node: "n2", Module: "other",
+				Placements: map[string]string{"data": "/var/lib/meshgen/app/data"}})
+		}, BadPlacement, `directory /var/lib/meshgen/app/data is also app@n2's "data" on node "n2"`},
 		{"pin on a secret", func(r *schema.Repo) {
 			r.Assignments[2].Pins = map[string]string{"key": "pg@n1"}
 		}, BadPin, "a pin cannot choose another provider"},
