@@ -19,15 +19,17 @@ type auditLog struct {
 
 // entry is one audit line.
 type entry struct {
-	Time       time.Time `json:"time"`
-	UID        int       `json:"uid"`
-	PID        int       `json:"pid"`
-	Op         string    `json:"op"`
-	Names      []string  `json:"names,omitempty"`
-	Recipients []string  `json:"recipients,omitempty"`
-	Version    uint64    `json:"version,omitempty"`
-	Outcome    string    `json:"outcome"`
-	Error      string    `json:"error,omitempty"`
+	Time time.Time `json:"time"`
+	UID  int       `json:"uid"`
+	PID  int       `json:"pid"`
+	// Peer is a TLS client's certificate subject.
+	Peer       string   `json:"peer,omitempty"`
+	Op         string   `json:"op"`
+	Names      []string `json:"names,omitempty"`
+	Recipients []string `json:"recipients,omitempty"`
+	Version    uint64   `json:"version,omitempty"`
+	Outcome    string   `json:"outcome"`
+	Error      string   `json:"error,omitempty"`
 	// sync asks for the line to be on disk before the answer (a change).
 	sync bool
 }

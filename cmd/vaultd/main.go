@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -34,9 +36,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("vaultd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "the vault's `directory`: its identity, records and audit log (made 0700 on first start)")
-	listen := fs.String("listen", "", "where to listen: unix:///path/vault.sock (mode 0600)")
+	listen := fs.String("listen", "", "where to listen: unix:///path/vault.sock (mode 0600), or tcp://host:port with mutual TLS")
 	nodes := fs.String("nodes", "", "a `file` of the mesh's node age recipients, one a line; seals to any other recipient are refused")
 	policy := fs.Duration("policy-interval", time.Minute, "how often to start rotations whose maximum age passed")
+	var tlsOpts vaultd.TLSOptions
+	fs.StringVar(&tlsOpts.CertFile, "tls-cert", "", "vaultd's certificate `file` (PEM), for --listen tcp://host:port")
+	fs.StringVar(&tlsOpts.KeyFile, "tls-key", "", "vaultd's key `file` (PEM)")
+	fs.StringVar(&tlsOpts.ClientCAFile, "tls-client-ca", "", "the CA `file` (PEM) whose client certificates are accepted; mutual TLS is required on TCP")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -50,7 +56,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer v.Close()
-	ln, err := vaultd.Listen(*listen)
+	var ln net.Listener
+	if strings.HasPrefix(*listen, "tcp://") && tlsOpts != (vaultd.TLSOptions{}) {
+		ln, err = vaultd.ListenTLS(*listen, tlsOpts)
+	} else {
+		ln, err = vaultd.Listen(*listen)
+	}
 	if err != nil {
 		return err
 	}

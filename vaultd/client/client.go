@@ -1,6 +1,7 @@
 // Package client talks to vaultd, the only maker of the mesh's shared secrets,
 // over its unix socket: HTTP with JSON bodies on versioned paths (/v1/...).
-// The reconciler, genesis and the meshgen CLI import it; it imports nothing
+// A vaultd on another machine is reached over TCP with mutual TLS
+// ([DialTLS]). The reconciler, genesis and the meshgen CLI import it; it imports nothing
 // of theirs and nothing of vaultd's internals.
 //
 // # Sealing
@@ -64,19 +65,24 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
 
 // Client talks to one vaultd. It is safe for concurrent use.
 type Client struct {
-	socket string
-	http   *http.Client
+	// addr is the socket path, or host:port for mutual TLS.
+	addr string
+	base string
+	http *http.Client
 }
 
 // Dial returns a client for the vaultd listening on the unix socket at
@@ -92,11 +98,44 @@ func Dial(socketPath string) *Client {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &Client{socket: path, http: &http.Client{Transport: tr}}
+	return &Client{addr: path, base: "http://vaultd", http: &http.Client{Transport: tr}}
 }
 
-// Socket returns the socket path the client talks to.
-func (c *Client) Socket() string { return c.socket }
+// DialTLS returns a client for a vaultd listening with mutual TLS on addr
+// ("host:port", "tcp://" prefix allowed). cfg must carry the client's
+// certificate and the CA that signed vaultd's; see [LoadTLS].
+func DialTLS(addr string, cfg *tls.Config) *Client {
+	addr = strings.TrimPrefix(addr, "tcp://")
+	tr := &http.Transport{
+		TLSClientConfig:     cfg,
+		MaxIdleConns:        16,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     30 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}
+	return &Client{addr: addr, base: "https://" + addr, http: &http.Client{Transport: tr}}
+}
+
+// LoadTLS reads a client certificate and key and the CA that signed
+// vaultd's certificate (PEM files) into a config for [DialTLS].
+func LoadTLS(certFile, keyFile, caFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("vault client certificate: %w", err)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("vault CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("vault CA %s holds no PEM certificate", caFile)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+}
+
+// Addr returns the socket path (or host:port) the client talks to.
+func (c *Client) Addr() string { return c.addr }
 
 // Close drops idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
@@ -204,7 +243,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://vaultd"+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("vaultd %s: %w", path, err)
 	}
@@ -213,7 +252,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("vaultd at %s: %w (is vaultd running? start it with `vaultd --dir DIR --listen unix://%s`)", c.socket, err, c.socket)
+		return fmt.Errorf("vaultd at %s: %w (is vaultd running there?)", c.addr, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
