@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -58,17 +59,18 @@ func (h *Host) confine(p string) error {
 		if _, err := os.Lstat(dir); err == nil {
 			break
 		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
+		if !under(dir, h.roots) || slices.Contains(h.roots, dir) {
+			// Nothing exists from here up to the root: hostd makes it all,
+			// and nothing can be followed.
+			return nil
 		}
-		dir = parent
+		dir = filepath.Dir(dir)
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return fmt.Errorf("resolve %s: %w", dir, err)
 	}
-	roots := make([]string, 0, len(h.roots))
+	roots := make([]string, 0, 2*len(h.roots))
 	for _, r := range h.roots {
 		if rr, err := filepath.EvalSymlinks(r); err == nil {
 			roots = append(roots, rr)

@@ -185,3 +185,15 @@ func TestExtraRootsAreAllowed(t *testing.T) {
 		t.Fatal("not written")
 	}
 }
+
+// A node root that does not exist yet is made, with what is under it.
+func TestRootIsMadeWhenMissing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	if err := os.Remove(f.root); err != nil {
+		t.Fatal(err)
+	}
+	rep := f.mustApply(f.decl(fileRes("m/x", f.path("deep/er/x.conf"), "x"), dirRes("m/d", f.path("d"))))
+	expectOutcome(t, rep, "m/x", declaration.Created)
+	expectOutcome(t, rep, "m/d", declaration.Created)
+}
