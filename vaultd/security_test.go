@@ -152,6 +152,17 @@ func TestNoValueInAnyOutput(t *testing.T) {
 	if !bytes.Contains(sources[filepath.Join(d.dir, "audit.log")], []byte(`"outcome":"not-rotatable"`)) {
 		t.Fatal("the audit log does not record the refusals")
 	}
+	// The vault's own identity never leaves its file.
+	idPath := filepath.Join(d.dir, "identity")
+	id := bytes.TrimSpace(sources[idPath])
+	if !bytes.HasPrefix(id, []byte("AGE-SECRET-KEY-")) {
+		t.Fatal("no identity file")
+	}
+	for src, b := range sources {
+		if src != idPath && bytes.Contains(b, id) {
+			t.Errorf("the vault's identity appears in %s", src)
+		}
+	}
 	for _, v := range values {
 		forms := [][]byte{v, []byte(base64.StdEncoding.EncodeToString(v)), []byte(hex.EncodeToString(v))}
 		for src, b := range sources {
