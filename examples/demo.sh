@@ -103,12 +103,13 @@ podman_flags() { # the node's own podman store
 cleanup() {
   local rc=$?
   set +e
+  echo
   if [ -n "$VAULTD_PID" ] && kill -0 "$VAULTD_PID" 2>/dev/null; then
     kill "$VAULTD_PID"
     wait "$VAULTD_PID" 2>/dev/null
+    echo "stopped vaultd"
   fi
   if [ "$KEEP" = 1 ]; then
-    echo
     echo "kept the demo's containers; see them with: podman $(podman_flags n1) ps -a"
     echo "remove them with: for n in ${NODES[*]}; do podman --root $WORK/\$n/p/r --runroot $WORK/\$n/p/rr --tmpdir $WORK/\$n/p/t rm -af -t 0; done"
   else
@@ -120,8 +121,8 @@ cleanup() {
         podman $(podman_flags "$n") system prune -a -f >/dev/null 2>&1
       fi
     done
+    echo "removed the demo's containers (pass --keep to leave them running)"
   fi
-  echo
   echo "the demo's directory is kept: $WORK"
   exit "$rc"
 }
@@ -256,8 +257,6 @@ apply_all() {
       fail "hostd apply on $n failed (report: git -C $MESH_REPO show status/$n:report.json)"
     git -C "$MESH_REPO" show "status/$n:report.json" >"$WORK/$n/report-$round.json" ||
       fail "$n pushed no report to status/$n"
-    jq -r '.resources[] | "     \(.outcome | . + "          " | .[0:10]) \(.id)\(if .reason then ": " + .reason else "" end)"' \
-      "$WORK/$n/report-$round.json"
   done
 }
 # expect checks one resource's outcome (and, optionally, that its reason
@@ -324,13 +323,23 @@ run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a 
 
 # --- 9. nothing changed: nothing happens ----------------------------------------
 
-heading "Apply again with nothing changed: nothing runs, and what grew in a seed survives"
+heading "Reconcile again with nothing changed: nothing is committed"
+say "The same secret version sealed to the same node is the same bytes, so an"
+say "unchanged mesh renders the same branches and the reconciler writes nothing."
+before=$(git -C "$MESH_REPO" rev-parse node/n1 node/n2)
+run "$BIN/meshgen" reconcile --repo "$MESH_REPO" --vault "$VAULT_SOCK" --key "$KEY"
+[ "$(git -C "$MESH_REPO" rev-parse node/n1 node/n2)" = "$before" ] || fail "an unchanged mesh moved a node branch"
+say "ok: node/n1 and node/n2 did not move"
+
+heading "Drift: stop the reporter by hand; the next apply starts it again, and nothing else runs"
+# shellcheck disable=SC2046
+run podman $(podman_flags n2) stop -t 0 mesh-reporter.reporter >/dev/null
 apply_all
 for n in "${NODES[@]}"; do expect_ok "$n"; done
 expect n1 store/seed unchanged
 expect n1 store/server unchanged
 expect n1 store/accounts kept
-expect n2 reporter/reporter unchanged
+expect n2 reporter/reporter corrected
 [ "$(cat "$STORE_DATA/accounts.txt")" = "$ACCOUNTS" ] || fail "the create-once accounts.txt was overwritten"
 [ "$(wc -l <"$STORE_DATA/seed.log")" = 1 ] || fail "the seed step ran again with nothing changed"
 
@@ -372,6 +381,7 @@ run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a 
 
 heading "The store password reached n2 only as a file: it is nowhere in git or in any output"
 secret_file=$REPORTER_OUT/store-password
+[ -s "$secret_file" ] || fail "n2 holds no store password to look for"
 if git -C "$MESH_REPO" cat-file --batch-all-objects --batch | grep -qF -f "$secret_file"; then
   fail "the store password appears in an object of the mesh repository"
 fi
