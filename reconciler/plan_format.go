@@ -70,7 +70,11 @@ func (p *Plan) Markdown() []byte {
 
 	if len(p.Waiting) > 0 {
 		b.WriteString("### Waiting\n\n")
-		for _, w := range p.Waiting {
+		for i, w := range p.Waiting {
+			if i == secretRows {
+				fmt.Fprintf(&b, "- ... and %d more\n", len(p.Waiting)-secretRows)
+				break
+			}
 			fmt.Fprintf(&b, "- **%s** requirement `%s` waits for **%s** (step `%s`) to answer %s",
 				w.Assignment, w.Requirement, w.Provider, w.Answer, codeList(w.Fields))
 			if len(w.Skipped) > 0 {
@@ -83,7 +87,11 @@ func (p *Plan) Markdown() []byte {
 	if len(p.Secrets) > 0 {
 		b.WriteString("### Secrets\n\nNames only; the vault makes and seals every value.\n\n")
 		b.WriteString("| secret | change | sealed to |\n|---|---|---|\n")
-		for _, s := range p.Secrets {
+		for i, s := range p.Secrets {
+			if i == secretRows {
+				fmt.Fprintf(&b, "| ... and %d more | | |\n", len(p.Secrets)-secretRows)
+				break
+			}
 			var to []string
 			for _, r := range s.Recipients {
 				to = append(to, fmt.Sprintf("%s (%s, %s)", r.Node, r.Role, r.Assignment))
@@ -92,40 +100,93 @@ func (p *Plan) Markdown() []byte {
 		}
 		b.WriteString("\n")
 	}
-	for _, n := range p.Nodes {
+	collapse := len(changed) > collapseAbove
+	for i, n := range p.Nodes {
 		if len(n.Added)+len(n.Changed)+len(n.Removed) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "### Node `%s`\n\n", n.Node)
-		fmt.Fprintf(&b, "%d added, %d changed, %d removed.\n\n", len(n.Added), len(n.Changed), len(n.Removed))
-		b.WriteString("| | resource | kind | what changed |\n|---|---|---|---|\n")
-		for _, r := range n.Added {
-			fmt.Fprintf(&b, "| + | `%s` | %s | |\n", r.ID, r.Kind)
+		sec := nodeSection(n, collapse)
+		if b.Len()+len(sec) > CommentLimit-tailRoom {
+			left := 0
+			for _, m := range p.Nodes[i:] {
+				if len(m.Added)+len(m.Changed)+len(m.Removed) > 0 {
+					left++
+				}
+			}
+			fmt.Fprintf(&b, "... and %d more %s change, not shown to keep this comment under %d characters; `meshgen plan --format json` lists every one.\n\n",
+				left, plural(left, "node", "nodes"), CommentLimit)
+			break
 		}
-		for _, r := range n.Changed {
-			fmt.Fprintf(&b, "| ~ | `%s` | %s | %s |\n", r.ID, r.Kind, strings.Join(r.Fields, ", "))
+		b.Write(sec)
+	}
+	switch {
+	case len(unchanged) > listAbove:
+		fmt.Fprintf(&b, "Unchanged: %d nodes.\n", len(unchanged))
+	case len(unchanged) > 0:
+		fmt.Fprintf(&b, "Unchanged: %s.\n", codeList(unchanged))
+	}
+	return b.Bytes()
+}
+
+// A pull-request comment holds at most 65,536 characters on GitHub; the
+// markdown stays under CommentLimit, collapses node sections when many nodes
+// change, and summarises long lists.
+const (
+	CommentLimit  = 60000
+	tailRoom      = 2000 // for the closing lines
+	collapseAbove = 10   // changed nodes shown open
+	listAbove     = 50   // names listed before a count is given instead
+	secretRows    = 30   // secrets or waiting requirements listed before a count
+	sectionRows   = 60   // a node's resources, recreations or steps listed before a count
+)
+
+// nodeSection is one node's changes, collapsed into a <details> block when
+// collapse is set.
+func nodeSection(n NodePlan, collapse bool) []byte {
+	var b bytes.Buffer
+	summary := fmt.Sprintf("%d added, %d changed, %d removed", len(n.Added), len(n.Changed), len(n.Removed))
+	if collapse {
+		fmt.Fprintf(&b, "<details><summary>Node <code>%s</code>: %s</summary>\n\n", n.Node, summary)
+	} else {
+		fmt.Fprintf(&b, "### Node `%s`\n\n%s.\n\n", n.Node, summary)
+	}
+	b.WriteString("| | resource | kind | what changed |\n|---|---|---|---|\n")
+	var rows []string
+	for _, r := range n.Added {
+		rows = append(rows, fmt.Sprintf("| + | `%s` | %s | |\n", r.ID, r.Kind))
+	}
+	for _, r := range n.Changed {
+		rows = append(rows, fmt.Sprintf("| ~ | `%s` | %s | %s |\n", r.ID, r.Kind, strings.Join(r.Fields, ", ")))
+	}
+	for _, r := range n.Removed {
+		rows = append(rows, fmt.Sprintf("| - | `%s` | %s | |\n", r.ID, r.Kind))
+	}
+	for i, row := range rows {
+		if i == sectionRows {
+			fmt.Fprintf(&b, "| | ... and %d more | | |\n", len(rows)-sectionRows)
+			break
 		}
-		for _, r := range n.Removed {
-			fmt.Fprintf(&b, "| - | `%s` | %s | |\n", r.ID, r.Kind)
+		b.WriteString(row)
+	}
+	b.WriteString("\n")
+	reruns := func(title string, rs []Rerun) {
+		if len(rs) == 0 {
+			return
+		}
+		b.WriteString(title + ":\n\n")
+		for i, r := range rs {
+			if i == sectionRows {
+				fmt.Fprintf(&b, "- ... and %d more\n", len(rs)-sectionRows)
+				break
+			}
+			fmt.Fprintf(&b, "- `%s` (`%s`): %s\n", r.ID, r.Container, mdEscape(strings.Join(r.Reasons, "; ")))
 		}
 		b.WriteString("\n")
-		if len(n.Recreated) > 0 {
-			b.WriteString("Containers recreated:\n\n")
-			for _, r := range n.Recreated {
-				fmt.Fprintf(&b, "- `%s` (`%s`): %s\n", r.ID, r.Container, mdEscape(strings.Join(r.Reasons, "; ")))
-			}
-			b.WriteString("\n")
-		}
-		if len(n.Reruns) > 0 {
-			b.WriteString("Steps that will run:\n\n")
-			for _, r := range n.Reruns {
-				fmt.Fprintf(&b, "- `%s` (`%s`): %s\n", r.ID, r.Container, mdEscape(strings.Join(r.Reasons, "; ")))
-			}
-			b.WriteString("\n")
-		}
 	}
-	if len(unchanged) > 0 {
-		fmt.Fprintf(&b, "Unchanged: %s.\n", codeList(unchanged))
+	reruns("Containers recreated", n.Recreated)
+	reruns("Steps that will run", n.Reruns)
+	if collapse {
+		b.WriteString("</details>\n\n")
 	}
 	return b.Bytes()
 }

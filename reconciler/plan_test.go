@@ -2,11 +2,14 @@ package reconciler
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler/synth"
 )
 
 // TestPlanCases plans a change from one case of testdata/resolve to another
@@ -84,6 +87,38 @@ func TestPlanKeepsPorts(t *testing.T) {
 			if c.ID == "app/server" {
 				t.Fatalf("app/server changed (%v): its port moved", c.Fields)
 			}
+		}
+	}
+}
+
+// TestPlanMarkdownFitsAComment: planning a big mesh from nothing, with every
+// consumer of an answer waiting, still gives a comment GitHub accepts: node
+// sections collapsed, long lists counted, and the rest left to the JSON.
+func TestPlanMarkdownFitsAComment(t *testing.T) {
+	m, err := synth.Mesh(testCatalog(t), synth.Options{Nodes: 300, PerNode: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := MakePlan(PlanOptions{Head: m.Repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Resolves || len(p.Waiting) <= secretRows || len(p.Secrets) <= secretRows {
+		t.Fatalf("the mesh does not exercise the limits: resolves=%v, %d waiting, %d secrets", p.Resolves, len(p.Waiting), len(p.Secrets))
+	}
+	md := string(p.Markdown())
+	if len(md) > 65536 {
+		t.Fatalf("the comment is %d characters, over GitHub's 65,536", len(md))
+	}
+	for _, want := range []string{
+		"<details><summary>Node <code>n000</code>",
+		"more nodes change, not shown",
+		"| | ... and ", // n000's postgres serves every wiki: its rows are counted
+		fmt.Sprintf("| ... and %d more | | |", len(p.Secrets)-secretRows),
+		fmt.Sprintf("- ... and %d more\n", len(p.Waiting)-secretRows),
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the comment does not say %q", want)
 		}
 	}
 }
