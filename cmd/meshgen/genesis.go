@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -60,7 +61,7 @@ vault's (vaultd makes its own). It never overwrites an existing mesh.`,
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "directory to make the mesh in (must not exist, or be empty)")
 	f.StringVar(&name, "name", "", "the mesh's name (lower-case letters, digits, dashes)")
-	f.StringVar(&vault, "vault", "", "vaultd's unix socket, to deliver the foundation's first secrets to")
+	f.StringVar(&vault, "vault", os.Getenv("MESHGEN_VAULT"), "vaultd's unix `socket`, to deliver the foundation's first secrets to (default $MESHGEN_VAULT)")
 	f.StringVar(&passwordFile, "password-file", "", "file holding the signing key's password (default: $COSIGN_PASSWORD)")
 	_ = cmd.MarkFlagRequired("dir")
 	_ = cmd.MarkFlagRequired("name")
