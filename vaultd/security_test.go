@@ -149,8 +149,11 @@ func TestNoValueInAnyOutput(t *testing.T) {
 		}
 		return nil
 	})
-	if !bytes.Contains(sources[filepath.Join(d.dir, "audit.log")], []byte(`"outcome":"not-rotatable"`)) {
-		t.Fatal("the audit log does not record the refusals")
+	audit := sources[filepath.Join(d.dir, "audit.log")]
+	for _, want := range []string{`"op":"POST /v1/rotate","names":["frozen"]`, `"outcome":"not-rotatable"`, `"op":"POST /v1/seal","names":["two"]`, `"op":"GET (no such endpoint)"`} {
+		if !bytes.Contains(audit, []byte(want)) {
+			t.Fatalf("the audit log does not record %s:\n%s", want, audit)
+		}
 	}
 	// The vault's own identity never leaves its file.
 	idPath := filepath.Join(d.dir, "identity")

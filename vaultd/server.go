@@ -296,7 +296,13 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 // place does the bookkeeping for every exit.
 func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions, fn func(*http.Request, *entry) (any, error)) {
 	c, _ := r.Context().Value(credKey{}).(cred)
-	e := entry{Time: v.now().UTC(), UID: c.uid, PID: c.pid, Op: r.Method + " " + r.Pattern, Outcome: "ok"}
+	// The route's pattern ("POST /v1/seal"), never the raw path a caller
+	// sent.
+	op := r.Pattern
+	if op == "/" {
+		op = r.Method + " (no such endpoint)"
+	}
+	e := entry{Time: v.now().UTC(), UID: c.uid, PID: c.pid, Op: op, Outcome: "ok"}
 	if r.TLS != nil {
 		// Over TCP the handshake already required a client certificate
 		// signed by the client CA; the audit names it.

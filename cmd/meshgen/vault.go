@@ -26,17 +26,33 @@ func (h hinted) Unwrap() error { return h.err }
 func (h hinted) Hint() string  { return h.hint }
 
 func newVaultCmd() *cobra.Command {
-	var socket string
+	var socket, cert, key, ca string
 	cmd := &cobra.Command{
 		Use:   "vault",
 		Short: "Deliver, rotate and inspect the mesh's secrets held by vaultd",
 		Long: `Talk to vaultd, the only maker of the mesh's shared secrets, over its unix
-socket (--vault, or $MESHGEN_VAULT). No value is ever printed.`,
+socket (--vault, or $MESHGEN_VAULT), or over TCP with mutual TLS
+(--vault tcp://host:port with --vault-cert, --vault-key and --vault-ca).
+No value is ever printed.`,
 	}
-	cmd.PersistentFlags().StringVar(&socket, "vault", os.Getenv("MESHGEN_VAULT"), "vaultd's unix `socket` (default $MESHGEN_VAULT)")
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&socket, "vault", os.Getenv("MESHGEN_VAULT"), "vaultd's unix `socket`, or tcp://host:port (default $MESHGEN_VAULT)")
+	pf.StringVar(&cert, "vault-cert", os.Getenv("MESHGEN_VAULT_CERT"), "client certificate `file` for a TCP vault (default $MESHGEN_VAULT_CERT)")
+	pf.StringVar(&key, "vault-key", os.Getenv("MESHGEN_VAULT_KEY"), "client key `file` for a TCP vault (default $MESHGEN_VAULT_KEY)")
+	pf.StringVar(&ca, "vault-ca", os.Getenv("MESHGEN_VAULT_CA"), "`file` of the CA that signed vaultd's certificate (default $MESHGEN_VAULT_CA)")
 	dial := func() (*client.Client, error) {
-		if socket == "" {
+		switch {
+		case socket == "":
 			return nil, hinted{errors.New("no vault socket given"), "pass --vault /path/vault.sock or set MESHGEN_VAULT"}
+		case strings.HasPrefix(socket, "tcp://"):
+			if cert == "" || key == "" || ca == "" {
+				return nil, hinted{fmt.Errorf("vault %s is on TCP, which needs mutual TLS", socket), "pass --vault-cert, --vault-key and --vault-ca"}
+			}
+			cfg, err := client.LoadTLS(cert, key, ca)
+			if err != nil {
+				return nil, err
+			}
+			return client.DialTLS(socket, cfg), nil
 		}
 		return client.Dial(socket), nil
 	}

@@ -1,14 +1,25 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"filippo.io/age"
+	"github.com/meshgen/meshgen/vaultd"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -89,4 +100,116 @@ func sealCmd(ts *testscript.TestScript, neg bool, args []string) {
 		return
 	}
 	ts.Check(err)
+}
+
+// TestVaultOverMutualTLS runs `meshgen vault` against a vaultd on TCP with
+// mutual TLS, with the client's certificate, and without one.
+func TestVaultOverMutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	serverCA, clientCA := newTestCA(t, "vault-ca"), newTestCA(t, "operators")
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	scert, skey := serverCA.issue(t, "vaultd", true)
+	ccert, ckey := clientCA.issue(t, "operator", false)
+	v, err := vaultd.Open(vaultd.Options{Dir: filepath.Join(dir, "vault")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	ln, err := vaultd.ListenTLS("tcp://127.0.0.1:0", vaultd.TLSOptions{
+		CertFile: write("s.pem", scert), KeyFile: write("s.key", skey), ClientCAFile: write("cca.pem", clientCA.pem),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- v.Serve(ctx, ln, vaultd.ServeOptions{Owner: -1}) }()
+	defer func() { stop(); <-done }()
+	addr := "tcp://" + ln.Addr().String()
+	tlsFlags := []string{"--vault-cert", write("c.pem", ccert), "--vault-key", write("c.key", ckey), "--vault-ca", write("sca.pem", serverCA.pem)}
+
+	run := func(stdin string, args ...string) (string, error) {
+		var out bytes.Buffer
+		root := newRootCmd()
+		root.SetArgs(args)
+		root.SetIn(strings.NewReader(stdin))
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	out, err := run("tls-delivered-value\n", append([]string{"vault", "put", "ext-key", "--vault", addr}, tlsFlags...)...)
+	if err != nil || out != "ext-key: version 1 delivered\n" {
+		t.Fatalf("put over mutual TLS: %v %q", err, out)
+	}
+	out, err = run("", append([]string{"vault", "status", "--vault", addr}, tlsFlags...)...)
+	if err != nil || !strings.Contains(out, "ext-key") || !strings.Contains(out, "operator") {
+		t.Fatalf("status over mutual TLS: %v %q", err, out)
+	}
+	if _, err := run("", "vault", "status", "--vault", addr); err == nil || !strings.Contains(err.Error(), "needs mutual TLS") {
+		t.Fatalf("TCP without TLS flags: %v", err)
+	}
+	// A certificate the vault's client CA did not sign gets no answer.
+	stranger := newTestCA(t, "strangers")
+	xcert, xkey := stranger.issue(t, "intruder", false)
+	if _, err := run("", "vault", "status", "--vault", addr, "--vault-cert", write("x.pem", xcert), "--vault-key", write("x.key", xkey), "--vault-ca", filepath.Join(dir, "sca.pem")); err == nil {
+		t.Fatal("a stranger's certificate was answered")
+	}
+}
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (c *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
