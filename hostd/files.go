@@ -138,6 +138,13 @@ func (a *applier) file(r *declaration.Resource) (declaration.Outcome, string, er
 	return declaration.Corrected, strings.Join(diffs, ", "), nil
 }
 
+const tempSuffix = ".hostd-"
+
+func escapeGlob(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`)
+	return r.Replace(s)
+}
+
 // writeAtomic writes a file so that a reader (or a crash) sees the old
 // content or the new, never a part: a temporary file beside it, mode and
 // owner set before any content lands, fsync, rename, fsync of the directory.
@@ -146,7 +153,13 @@ func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("make directory for %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".hostd-*")
+	// A hostd killed mid-write leaves its temporary file: clear it first.
+	if stale, _ := filepath.Glob(filepath.Join(dir, "."+escapeGlob(filepath.Base(path))+tempSuffix+"*")); len(stale) > 0 {
+		for _, s := range stale {
+			os.Remove(s)
+		}
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempSuffix+"*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

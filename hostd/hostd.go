@@ -4,14 +4,39 @@
 // applies it in declared order, records what worked, and pushes a report to
 // branch status/<name>.
 //
-// The phases live in their own files: [Fetch] (fetch.go), [Verify]
-// (verify.go), decrypt.go, [Host.Apply] (apply.go), record.go, push.go. Use
-// [Init] once on a node to make its age identity, [New] to build a [Host]
-// from a [Config] ([LoadConfig] reads the local file), then [Host.Once] for
-// one poll-and-apply or [Host.Run] for the loop.
+// The phases live in their own files: [Host.Fetch] (fetch.go), [Verify]
+// (verify.go), decrypt.go, [Host.Apply] (apply.go, files.go, container.go),
+// record.go, push.go, run.go. Use [Init] once on a node to make its age
+// identity, [New] to build a [Host] from a [Config] ([LoadConfig] reads the
+// local file), then [Host.Once] for one poll-and-apply or [Host.Run] for the
+// loop. Containers run through a [Runtime]; [podman.Podman] is the real one.
 //
-// A declaration that cannot be trusted is refused as a whole with a
-// [*Refusal]: nothing is applied and the last applied state is kept.
+// # What hostd accepts
+//
+// Branch node/<name> holds declaration.json ([declaration.Marshal]),
+// declaration.json.sig (see [VerifySignature] for the exact format, which is
+// `cosign sign-blob --key`'s) and secrets/<id>.age (age ciphertext). A
+// declaration that cannot be trusted is refused as a whole with a [*Refusal]
+// naming every reason ([ErrUnsigned], [ErrBadSignature], [ErrWrongNode],
+// [ErrWrongMesh], [ErrSealedMismatch], [ErrReplay], [ErrPathPolicy],
+// [ErrInvalid]): nothing of it is applied and the last good declaration stays
+// the one hostd holds the machine to.
+//
+// # The state directory
+//
+// Config.StateDir holds, each file replaced atomically:
+//
+//	state.json    what was applied: digests per resource, step markers
+//	              (written only after a step exited 0, ADR 0052), container
+//	              IDs, the generation last applied in full, the last commit
+//	              fetched and why it was refused if it was
+//	target.json   the newest branch content that verified (ciphertext only)
+//	refused.json  the last branch content refused, to say why on each poll
+//	report.json   the last report ([declaration.Report]), read by `hostd status`
+//	git/          the shallow cache node/<name> is fetched into
+//	lock          held while applying
+//
+// A crash at any point leaves these consistent: the next apply converges.
 package hostd
 
 import (

@@ -197,3 +197,21 @@ func TestRootIsMadeWhenMissing(t *testing.T) {
 	expectOutcome(t, rep, "m/x", declaration.Created)
 	expectOutcome(t, rep, "m/d", declaration.Created)
 }
+
+// A temporary file left by a hostd killed mid-write is cleared by the next
+// write of that file, and never taken for the file.
+func TestStaleTempFileIsCleared(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	stale := f.path(".a[1].conf.hostd-12345")
+	if err := os.WriteFile(stale, []byte("half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.mustApply(f.decl(fileRes("m/a", f.path("a[1].conf"), "whole")))
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale temporary file is still there: %v", err)
+	}
+	if readFile(t, f.path("a[1].conf")) != "whole" {
+		t.Fatal("not written")
+	}
+}

@@ -52,8 +52,8 @@ func short(s string) string {
 	return s
 }
 
-// Outcomes lists every outcome, in the order the textfile writes them.
-var Outcomes = []declaration.Outcome{
+// outcomes lists every outcome, in the order the textfile writes them.
+var outcomes = []declaration.Outcome{
 	declaration.Created, declaration.Corrected, declaration.Unchanged, declaration.Kept,
 	declaration.Ran, declaration.Recreated, declaration.Failed, declaration.Gated,
 }
@@ -68,7 +68,7 @@ func Textfile(rep declaration.Report) string {
 	var b strings.Builder
 	lbl := fmt.Sprintf(`mesh=%q,node=%q`, rep.Mesh, rep.Node)
 	b.WriteString("# HELP hostd_resources Resources by outcome in the last apply.\n# TYPE hostd_resources gauge\n")
-	for _, o := range Outcomes {
+	for _, o := range outcomes {
 		fmt.Fprintf(&b, "hostd_resources{%s,outcome=%q} %d\n", lbl, o, counts[o])
 	}
 	ok, refused := 0, 0
