@@ -362,3 +362,43 @@ func TestConcurrentSealsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatChange: a secret whose spec asks for another derived form gets
+// it derived again and sealed again, the value unchanged; asked for none, it
+// has none.
+func TestFormatChange(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	prov := vaulttest.NewNode(t)
+	req := client.SealRequest{Name: "broker/app", Spec: client.Spec{Length: 20, Format: client.FormatMosquittoPBKDF2}, Appliers: recipients(prov), Recipients: recipients(prov)}
+	first, err := v.Client.Seal(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := vaulttest.Open(t, prov, one(t, first, prov, client.RoleApplier, client.ItemValue).Ciphertext)
+	checkMosquitto(t, string(vaulttest.Open(t, prov, one(t, first, prov, client.RoleApplier, client.ItemDerived).Ciphertext)), val)
+
+	req.Spec.Format = client.FormatBcrypt
+	second, err := v.Client.Seal(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := vaulttest.Open(t, prov, one(t, second, prov, client.RoleApplier, client.ItemValue).Ciphertext); !bytes.Equal(got, val) || second.Version != 1 {
+		t.Fatal("a format change changed the value")
+	}
+	hash := vaulttest.Open(t, prov, one(t, second, prov, client.RoleApplier, client.ItemDerived).Ciphertext)
+	if err := bcrypt.CompareHashAndPassword(hash, val); err != nil {
+		t.Fatalf("after a format change the derived form is not a bcrypt hash of the value: %v", err)
+	}
+
+	req.Spec.Format = ""
+	third, err := v.Client.Seal(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range third.Sealed {
+		if s.Item == client.ItemDerived {
+			t.Fatal("a derived form is still sealed with no format asked")
+		}
+	}
+}

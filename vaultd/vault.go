@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -253,16 +254,22 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 			return nil, err
 		}
 	}
-	// Every live value has the derived form its spec asks for.
+	// Every live value has the derived form its spec asks for, and no
+	// other: a changed format is derived again and sealed again.
 	for _, l := range r.Rot.Live() {
+		if r.Values[l.Version].DerivedFormat == r.Spec.Format {
+			continue
+		}
+		change()
 		val := r.Values[l.Version]
-		if r.Spec.Format != "" && val.DerivedFormat != r.Spec.Format {
-			change()
-			val = r.Values[l.Version]
-			if val.Derived, err = derive(r.Spec.Format, val.Value); err != nil {
-				return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+		if val.Derived, err = derive(r.Spec.Format, val.Value); err != nil {
+			return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+		}
+		val.DerivedFormat = r.Spec.Format
+		for k := range r.Sealed {
+			if versionOf(k) == l.Version && strings.HasSuffix(k, "|"+string(client.ItemDerived)) {
+				delete(r.Sealed, k)
 			}
-			val.DerivedFormat = r.Spec.Format
 		}
 	}
 	resp := &client.SealResponse{Name: r.Name, Origin: r.Origin, Slots: r.Rot.Slots(), Rotation: r.Rot.Status(r.Name)}
