@@ -170,6 +170,11 @@ need_built "meshgen genesis" "$BIN/meshgen" genesis
 run "$BIN/meshgen" genesis --dir "$MESH_HOME" --name "$MESH_NAME" --vault "$VAULT_SOCK"
 [ -f "$KEY" ] || fail "genesis made no signing key at $KEY"
 grep -q 'ENCRYPTED SIGSTORE PRIVATE KEY' "$KEY" || fail "the signing key is not encrypted"
+say "The vault now holds the first enrolment token, made by genesis, recorded as the"
+say "mesh's own (so the vault may rotate it); its value was never shown or written:"
+need_built "meshgen vault" "$BIN/meshgen" vault status
+run "$BIN/meshgen" vault status --vault "$VAULT_SOCK" | tee "$WORK/vault-status.txt"
+grep -qE '^mesh-enrolment-token +genesis ' "$WORK/vault-status.txt" || fail "the vault does not hold the enrolment token as genesis's"
 say "Genesis refuses to overwrite a mesh:"
 if "$BIN/meshgen" genesis --dir "$MESH_HOME" --name "$MESH_NAME" 2>"$WORK/genesis-again.err"; then
   fail "a second genesis over the same directory was not refused"
@@ -233,6 +238,12 @@ heading "Plan: what main would do to each node, as a pull request would show it"
 need_built "meshgen plan" "$BIN/meshgen" plan
 run "$BIN/meshgen" plan --repo "$MESH_REPO" --base "$GENESIS_COMMIT" --head main ||
   fail "meshgen plan refused the demo mesh"
+if { "$BIN/meshgen" graph --help 2>&1 || true; } | grep -q 'not built yet'; then
+  say "(meshgen graph is not built yet: skipped)"
+else
+  say "Who provides what to whom, as Mermaid (renders in a pull request):"
+  run "$BIN/meshgen" graph --repo "$MESH_REPO" --ref main --format mermaid || fail "meshgen graph failed"
+fi
 
 # --- 7. reconcile -------------------------------------------------------------
 
@@ -244,6 +255,11 @@ for n in "${NODES[@]}"; do
     fail "reconcile wrote no branch node/$n"
   say "node/$n: $(git -C "$MESH_REPO" ls-tree -r --name-only "node/$n" | tr '\n' ' ')"
 done
+say "vaultd made the reporter's store password and sealed it to n1 (which applies it)"
+say "and n2 (which reads it); the reconciler only ever saw ciphertext:"
+run "$BIN/meshgen" vault status --vault "$VAULT_SOCK" | tee "$WORK/vault-status.txt"
+grep -qE '^store-account\.reporter@n2\.store +mesh ' "$WORK/vault-status.txt" ||
+  fail "the vault does not hold the reporter's store password as one it made"
 
 # --- 8. apply -----------------------------------------------------------------
 
@@ -377,7 +393,35 @@ say "  banner: $(cat "$STORE_DATA/banner")"
 [ "$(cat "$STORE_DATA/accounts.txt")" = "$ACCOUNTS" ] || fail "the create-once accounts.txt changed"
 run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a failed or stale node"
 
-# --- 11. no secret anywhere -------------------------------------------------------
+# --- 11. a tampered branch ---------------------------------------------------------
+
+heading "Tamper with node/n2, as someone with push access to the repository could: refused"
+say "hostd trusts only the key installed at enrolment. An altered declaration fails"
+say "its signature, so hostd applies nothing from it and says why."
+run git clone -q -b node/n2 "$MESH_REPO" "$WORK/attacker"
+sed -i 's/"GREETING": "hello again"/"GREETING": "pwned"/' "$WORK/attacker/declaration.json"
+grep -q '"GREETING": "pwned"' "$WORK/attacker/declaration.json" || fail "could not alter n2's declaration"
+git -C "$WORK/attacker" -c user.name=attacker -c user.email=attacker@example.org commit -q -am "node n2: a small fix"
+run git -C "$WORK/attacker" push -q origin node/n2
+round=$((round + 1))
+if run "$BIN/hostd" apply --once --config "$WORK/n2/etc/hostd.yaml"; then
+  fail "hostd applied a declaration whose signature cannot match"
+fi
+git -C "$MESH_REPO" show "status/n2:report.json" >"$WORK/n2/report-$round.json" || fail "n2 pushed no report of the refusal"
+refused=$(jq -r '.refused // ""' "$WORK/n2/report-$round.json")
+[ -n "$refused" ] || fail "n2's report does not say it refused the altered declaration"
+say "ok: n2 refused it: $refused"
+grep -q '^hello again from ' "$REPORTER_OUT/report" || fail "the reporter changed after a refused declaration"
+say "ok: the reporter still runs what was signed"
+
+heading "The reconciler's next run puts node/n2 right, signed, one generation higher"
+run "$BIN/meshgen" reconcile --repo "$MESH_REPO" --vault "$VAULT_SOCK" --key "$KEY"
+apply_all
+for n in "${NODES[@]}"; do expect_ok "$n"; done
+expect n2 reporter/reporter unchanged
+expect n1 store/server unchanged
+
+# --- 12. no secret anywhere -------------------------------------------------------
 
 heading "The store password reached n2 only as a file: it is nowhere in git or in any output"
 secret_file=$REPORTER_OUT/store-password
