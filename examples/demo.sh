@@ -153,7 +153,10 @@ heading "Start vaultd, the only maker of the mesh's shared secrets"
 need_built "vaultd" "$BIN/vaultd"
 mkdir -p "$WORK/vault"
 say "vaultd makes its own age identity on first start; it never leaves $WORK/vault."
-run "$BIN/vaultd" --dir "$WORK/vault" --listen "unix://$VAULT_SOCK" >"$WORK/vault/vaultd.log" 2>&1 &
+# Started directly (not through run, whose subshell would hide vaultd's pid
+# from the cleanup).
+printf '\033[2m$ %s\033[0m\n' "$BIN/vaultd --dir \$WORK/vault --listen unix://\$WORK/vault.sock &" >&2
+"$BIN/vaultd" --dir "$WORK/vault" --listen "unix://$VAULT_SOCK" >"$WORK/vault/vaultd.log" 2>&1 &
 VAULTD_PID=$!
 for _ in $(seq 100); do
   [ -S "$VAULT_SOCK" ] && break
