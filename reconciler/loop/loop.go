@@ -120,6 +120,8 @@ type Outcome struct {
 	Written, Unchanged, Superseded []string
 	// Waiting lists requirements waiting for a provider's answer.
 	Waiting []reconciler.Waiting
+	// Confirmed lists the rotation steps confirmed to vaultd.
+	Confirmed []Confirmation
 	// Sealed is how many secrets were sealed.
 	Sealed int
 	// Objects is how many git objects were written.
@@ -154,25 +156,45 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 	if err != nil {
 		return out, err
 	}
+	// Confirm the rotation steps the reports show done before sealing, so
+	// this reconcile renders the phase they open.
+	out.Confirmed, err = r.driveRotations(ctx, repo, reports)
+	if err != nil {
+		return out, err
+	}
+	return out, r.reconcile(ctx, repo, answers(reports), out)
+}
 
+// Reconcile resolves, seals, renders, signs and writes repo (read from main
+// at repo.Source) with the providers' answers given: [Reconciler.Once]
+// without the observing. Benchmarks and callers holding a repository in
+// memory use it. The outcome is logged as by Once.
+func (r *Reconciler) Reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers) (out *Outcome, err error) {
+	start := time.Now()
+	out = &Outcome{Source: repo.Source}
+	defer func() { r.record(out, start, err) }()
+	return out, r.reconcile(ctx, repo, ans, out)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, out *Outcome) error {
 	// Compare: resolve and render what every node must hold.
-	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: answers(reports)})
+	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans})
 	if err != nil {
 		var ref *reconciler.Refusal
 		if errors.As(err, &ref) {
 			out.Refused = true
 		}
-		return out, err
+		return err
 	}
 	out.Waiting = res.Waiting
 	sealed, err := r.seal(ctx, repo, res)
 	if err != nil {
-		return out, err
+		return err
 	}
 	out.Sealed = len(res.Secrets)
 	decls, err := reconciler.Render(res, sealed.index)
 	if err != nil {
-		return out, fmt.Errorf("render: %w", err)
+		return fmt.Errorf("render: %w", err)
 	}
 	nodes := make(map[string]*branch.Node, len(decls))
 	for name, d := range decls {
@@ -183,7 +205,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 			}
 			ct, ok := sealed.ciphertext[reconciler.SealedKey(rs.File.Secret.Name, name)]
 			if !ok {
-				return out, fmt.Errorf("node %s: secret %s was rendered but not sealed to it", name, rs.File.Secret.Name)
+				return fmt.Errorf("node %s: secret %s was rendered but not sealed to it", name, rs.File.Secret.Name)
 			}
 			n.Secrets[rs.File.Secret.Sealed] = ct
 		}
@@ -205,7 +227,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 			}
 		}
 	}
-	return out, err
+	return err
 }
 
 // record logs one structured line for a reconcile.
@@ -218,6 +240,7 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 		"superseded", out.Superseded,
 		"waiting", len(out.Waiting),
 		"sealed", out.Sealed,
+		"confirmed", len(out.Confirmed),
 		"objects", out.Objects,
 		"duration", out.Duration.Round(time.Millisecond).String(),
 	}

@@ -77,8 +77,14 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	reader := map[string]bool{}
+	for _, rc := range need.Recipients {
+		if rc.Role == reconciler.Reader {
+			reader[rc.Node] = true
+		}
+	}
 	for _, node := range need.Nodes() {
-		s, ok := pick(resp, recipientOf[node])
+		s, ok := pick(resp, recipientOf[node], reader[node])
 		if !ok {
 			return fmt.Errorf("seal secret %q: vaultd returned nothing for node %q", need.Name, node)
 		}
@@ -89,17 +95,31 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	return nil
 }
 
-// pick chooses the one ciphertext a node's secret file holds: the current
-// value, as a reader receives it, else as an applier does. (A staged value
-// and a derived form during a rotation need a second file the renderer does
-// not yet declare.)
-func pick(resp *client.SealResponse, recipient string) (client.Sealed, bool) {
-	for _, role := range []client.Role{client.RoleReader, client.RoleApplier} {
-		for _, s := range resp.For(recipient, role) {
+// pick chooses the one ciphertext a node's secret file holds (the renderer
+// declares one file per secret and node). A reader gets the value vaultd
+// says readers use now: during a rotation, the old one until every applier
+// confirmed. An applier gets the newest live value: during a rotation, the
+// new one, which its step ensures before readers move (ADR 0114). A node
+// that is both reads the readers' value, so its reader never breaks; its
+// step then ensures the new value only once readers moved.
+//
+// Not yet: a one-party applier that must authenticate with the current
+// value while it sets the new one, and a two-party derived form, need a
+// second file the renderer does not declare.
+func pick(resp *client.SealResponse, recipient string, isReader bool) (client.Sealed, bool) {
+	if isReader {
+		for _, s := range resp.For(recipient, client.RoleReader) {
 			if s.Item == client.ItemValue && s.Current {
 				return s, true
 			}
 		}
 	}
-	return client.Sealed{}, false
+	var best client.Sealed
+	found := false
+	for _, s := range resp.For(recipient, client.RoleApplier) {
+		if s.Item == client.ItemValue && (!found || s.Version > best.Version) {
+			best, found = s, true
+		}
+	}
+	return best, found
 }
