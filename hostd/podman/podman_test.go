@@ -117,3 +117,31 @@ func TestPodman(t *testing.T) {
 		t.Fatalf("after remove: %v", list)
 	}
 }
+
+// The arguments a container is run with: the pull policy, sorted labels and
+// env (so the same spec is the same command), read-only mounts, tcp by
+// default.
+func TestRunArgs(t *testing.T) {
+	spec := Spec{
+		Name: "web", Image: "r@sha256:00", Command: []string{"sleep", "1"},
+		Env:      map[string]string{"B": "2", "A": "1"},
+		EnvFiles: []string{"/srv/e.env"},
+		Mounts:   []declaration.Mount{{Source: "/srv/d", Target: "/d", ReadOnly: true}, {Source: "/srv/w", Target: "/w"}},
+		Ports:    []declaration.Port{{Host: 8080, Container: 80}, {Host: 53, Container: 53, Protocol: "udp"}},
+		Labels:   map[string]string{LabelMesh: "m", LabelDigest: "d"},
+	}
+	cases := []struct {
+		opts Options
+		want string
+	}{
+		{Options{}, "--name web --pull=never --label meshgen.digest=d --label meshgen.mesh=m --env-file /srv/e.env --env A=1 --env B=2 " +
+			"--volume /srv/d:/d:ro --volume /srv/w:/w --publish 8080:80/tcp --publish 53:53/udp r@sha256:00 sleep 1"},
+		{Options{AllowPulls: true}, "--name web --pull=missing --label meshgen.digest=d --label meshgen.mesh=m --env-file /srv/e.env --env A=1 --env B=2 " +
+			"--volume /srv/d:/d:ro --volume /srv/w:/w --publish 8080:80/tcp --publish 53:53/udp r@sha256:00 sleep 1"},
+	}
+	for _, tc := range cases {
+		if got := strings.Join(New(tc.opts).runArgs(spec), " "); got != tc.want {
+			t.Errorf("allow pulls %v:\n got %s\nwant %s", tc.opts.AllowPulls, got, tc.want)
+		}
+	}
+}
