@@ -103,6 +103,7 @@ podman_flags() { # the node's own podman store
 cleanup() {
   local rc=$?
   set +e
+  trap '' PIPE INT TERM
   echo
   if [ -n "$VAULTD_PID" ] && kill -0 "$VAULTD_PID" 2>/dev/null; then
     kill "$VAULTD_PID"
@@ -129,7 +130,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-exec > >(tee -a "$LOG") 2>&1
+# Everything is shown and kept in $LOG. tee ignores Ctrl-C, so the cleanup's
+# own output still reaches the screen after an interrupt.
+exec > >(
+  trap '' INT TERM
+  exec tee -a "$LOG"
+) 2>&1
 
 cat <<EOF
 meshgen demo: one mesh, two nodes (${NODES[*]}), on this machine, no registry.
