@@ -161,10 +161,54 @@ func TestMutualTLS(t *testing.T) {
 	}
 }
 
-// TestTCPWithoutTLSIsRefused runs the real binary on TCP without TLS.
-func TestTCPWithoutTLSIsRefused(t *testing.T) {
-	out, err := exec.Command(vaultdBin, "--dir", filepath.Join(t.TempDir(), "v"), "--listen", "tcp://127.0.0.1:0").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "a TCP listener needs mutual TLS") {
-		t.Fatalf("vaultd on plain TCP: %v\n%s", err, out)
+// TestDaemonRefusals runs the real binary with flags it must refuse, and
+// checks each exits 1 saying why.
+func TestDaemonRefusals(t *testing.T) {
+	dir := t.TempDir()
+	v := filepath.Join(dir, "v")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no flags", nil, "--dir and --listen are required"},
+		{"plain TCP", []string{"--dir", v, "--listen", "tcp://127.0.0.1:0"}, "a TCP listener needs mutual TLS"},
+		{"TLS without a client CA", []string{"--dir", v, "--listen", "tcp://127.0.0.1:0", "--tls-cert", "c", "--tls-key", "k"}, "mutual TLS needs a certificate, its key and a client CA"},
+		{"a relative socket", []string{"--dir", v, "--listen", "unix://vault.sock"}, "the socket path must be absolute"},
+		{"another scheme", []string{"--dir", v, "--listen", "http://x"}, "want unix:///path/vault.sock"},
+		{"a missing node list", []string{"--dir", v, "--listen", "unix://" + filepath.Join(dir, "s"), "--nodes", filepath.Join(dir, "none")}, "node list:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := exec.Command(vaultdBin, tt.args...).CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), tt.want) {
+				t.Fatalf("vaultd %v: %v\n%s\nwant %q", tt.args, err, out, tt.want)
+			}
+		})
+	}
+}
+
+// TestOneVaultdPerDirectoryAndSocket starts a second vaultd on the same
+// directory, then on the same socket: both are refused, and the first still
+// answers.
+func TestOneVaultdPerDirectoryAndSocket(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	sockDir := shortDir(t)
+	d := startDaemon(t, dir, sockDir, &syncBuffer{})
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dir", dir, "--listen", "unix://" + filepath.Join(sockDir, "other.sock")}, "is in use by another vaultd (stop it first)"},
+		{[]string{"--dir", filepath.Join(t.TempDir(), "v2"), "--listen", "unix://" + d.sock}, "another vaultd answers on this socket; stop it first"},
+	} {
+		out, err := exec.Command(vaultdBin, tt.args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tt.want) {
+			t.Fatalf("a second vaultd %v: %v\n%s", tt.args, err, out)
+		}
+	}
+	if _, err := d.client.Status(context.Background()); err != nil {
+		t.Fatalf("the first vaultd stopped answering: %v", err)
 	}
 }

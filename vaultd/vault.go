@@ -98,7 +98,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/-]{0,199}$`)
 
 // Open opens (or, on first start, makes) the vault in opts.Dir and loads
 // every record.
-func Open(opts Options) (*Vault, error) {
+func Open(opts Options) (_ *Vault, err error) {
 	if opts.Dir == "" {
 		return nil, errors.New("vaultd needs a directory (--dir)")
 	}
@@ -106,6 +106,11 @@ func Open(opts Options) (*Vault, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			st.Close() // release the directory
+		}
+	}()
 	v := &Vault{store: st, now: opts.Now, recs: map[string]*record{}, names: map[string]*sync.Mutex{}}
 	if v.now == nil {
 		v.now = time.Now
@@ -139,8 +144,8 @@ func Open(opts Options) (*Vault, error) {
 	return v, nil
 }
 
-// Close closes the audit log.
-func (v *Vault) Close() error { return v.audit.close() }
+// Close closes the audit log and releases the directory.
+func (v *Vault) Close() error { return errors.Join(v.audit.close(), v.store.Close()) }
 
 // Recipient is the vault's own age recipient; values delivered to the vault
 // are sealed to it.

@@ -5,6 +5,7 @@
 // Layout of the directory (0700):
 //
 //	identity        the vault's age identity (0600)
+//	lock            held (flock) by the one vaultd using the directory
 //	records/<id>    one record per key, age-encrypted (0600); id is the
 //	                hex sha256 of the key, so names are not on disk in clear
 //
@@ -25,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"filippo.io/age"
 	"github.com/google/renameio/v2"
@@ -36,7 +38,11 @@ type FileStore struct {
 	dir      string
 	records  string
 	identity *age.X25519Identity
+	lock     *os.File
 }
+
+// Close releases the directory for another vaultd.
+func (s *FileStore) Close() error { return s.lock.Close() }
 
 // Open opens the store in dir, making dir and the vault's identity on first
 // start.
@@ -48,15 +54,29 @@ func Open(dir string) (*FileStore, error) {
 		return nil, fmt.Errorf("vault directory %s: %w", dir, err)
 	}
 	s := &FileStore{dir: dir, records: filepath.Join(dir, "records")}
+	// One vaultd per directory: two writing the same records would lose
+	// updates. The kernel drops the lock when the process dies, kill -9
+	// included.
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("vault directory lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("vault directory %s is in use by another vaultd (stop it first): %w", dir, err)
+	}
+	s.lock = lock
 	if err := os.MkdirAll(s.records, 0o700); err != nil {
 		return nil, fmt.Errorf("vault records directory: %w", err)
 	}
 	id, err := loadOrMakeIdentity(filepath.Join(dir, "identity"))
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.identity = id
 	if err := s.removeTemporaries(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil

@@ -28,12 +28,20 @@ func TestStoreRoundTripAndIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	records["a"] = `{"name":"a","v":2}`
+	// A second store on the directory is refused while the first holds it.
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "in use by another vaultd") {
+		t.Fatalf("a second store on the directory: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	// Opened again: the same identity, the same records.
 	again, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer again.Close()
 	if again.Recipient().String() != s.Recipient().String() {
 		t.Fatal("the identity changed on the second start")
 	}
@@ -77,6 +85,7 @@ func TestAReplacedIdentityIsRefused(t *testing.T) {
 	if err := s.Put("a", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
 	other, _ := age.GenerateX25519Identity()
 	if err := os.WriteFile(filepath.Join(dir, "identity"), []byte(other.String()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -86,6 +95,7 @@ func TestAReplacedIdentityIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s2.All(func([]byte) error { return nil })
+	s2.Close()
 	if err == nil || !strings.Contains(err.Error(), "was the identity replaced?") {
 		t.Fatalf("records under another identity: %v", err)
 	}
