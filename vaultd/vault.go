@@ -6,10 +6,27 @@
 //
 // [Open] opens the vault in a directory; [Vault.Serve] answers the HTTP API
 // of package [github.com/meshgen/meshgen/vaultd/client] on a listener made by
-// [Listen] (a unix socket, mode 0600, where only the socket's owner is
-// answered). The reconciler drives rotations through the same API; the state
-// machine and its rules are documented in the client package and in
+// [Listen] (a unix socket, mode 0600, where only the socket's owner's uid is
+// answered, checked with SO_PEERCRED) or [ListenTLS] (TCP with mutual TLS).
+// The reconciler drives rotations through the same API; the state machine
+// and its rules are documented in the client package and in
 // vaultd/internal/rotation.
+//
+// The API, JSON in and out:
+//
+//	GET  /v1/recipient                   the vault's own age recipient
+//	POST /v1/seal                        make if absent, seal to each recipient
+//	POST /v1/put                         an operator's value (sealed to the vault)
+//	POST /v1/adopt                       genesis's first secrets (sealed to the vault)
+//	POST /v1/rotate                      start a rotation
+//	POST /v1/rotation/confirm-applied    an applier ensured the new value
+//	POST /v1/rotation/confirm-read       a reader reads the new value
+//	POST /v1/rotation/confirm-retired    an applier removed a credential
+//	POST /v1/rotation/abandon            give a rotation up, before retiring
+//	GET  /v1/status                      every secret and rotation, no value
+//
+// Every request is audited (DIR/audit.log, one JSON line: time, uid, pid or
+// TLS peer, route, names, recipients, version, outcome).
 //
 // Nothing vaultd writes outside its store carries a value: not its log, not
 // its audit log, not an error, not an HTTP error body.
