@@ -19,6 +19,7 @@ package loop
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,7 +140,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 
 	// Observe.
 	if r.remote != nil {
-		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*"); err != nil {
+		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*", "refs/heads/meshgen/*"); err != nil {
 			return out, err
 		}
 	}
@@ -177,8 +178,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, repo *schema.Repo, ans recon
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, out *Outcome) error {
-	// Compare: resolve and render what every node must hold.
-	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans})
+	// Compare: resolve and render what every node must hold, keeping what
+	// the last committed resolution decided (ports, seats, public names).
+	prev, err := r.previous()
+	if err != nil {
+		return err
+	}
+	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev})
 	if err != nil {
 		var ref *reconciler.Refusal
 		if errors.As(err, &ref) {
@@ -212,8 +218,10 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		nodes[name] = n
 	}
 
-	// Act: write the branches that changed.
-	wr, err := r.repo.Write(ctx, nodes, branch.WriteOptions{Source: repo.Source, Signer: r.opts.Signer})
+	// Act: write the branches that changed, then record the state they
+	// were rendered with.
+	wopts := branch.WriteOptions{Source: repo.Source, Signer: r.opts.Signer}
+	wr, err := r.repo.Write(ctx, nodes, wopts)
 	if wr != nil {
 		out.Objects = wr.Objects
 		for _, n := range wr.Nodes {
@@ -227,7 +235,30 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 			}
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	state, err := json.Marshal(res.State)
+	if err != nil {
+		return fmt.Errorf("record state: %w", err)
+	}
+	if _, err := r.repo.WriteState(ctx, state, wopts); err != nil {
+		return fmt.Errorf("record state: %w", err)
+	}
+	return nil
+}
+
+// previous reads the state the last reconcile recorded, or nil.
+func (r *Reconciler) previous() (*reconciler.State, error) {
+	b, err := branch.ReadState(r.dir)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var st reconciler.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("read %s: %w: repair or delete the branch", branch.StateRef, err)
+	}
+	return &st, nil
 }
 
 // record logs one structured line for a reconcile.

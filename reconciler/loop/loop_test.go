@@ -18,6 +18,8 @@ import (
 	"filippo.io/age"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -235,5 +237,46 @@ func TestWatchCoalescesPushes(t *testing.T) {
 	json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
 	if d.Source != last {
 		t.Errorf("node/n3 holds source %s, want the last push %s", d.Source, last)
+	}
+}
+
+// TestStateKeptAcrossReconciles: what a resolution decided is recorded on
+// meshgen/state and handed to the next, so moving the vault's seat is
+// refused as the genesis act it is (design 27), and ports never move.
+func TestStateKeptAcrossReconciles(t *testing.T) {
+	ctx := context.Background()
+	m := newMesh(t)
+	r, _ := newReconciler(t, m, io.Discard)
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := branch.ReadState(m.bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st reconciler.State
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Seats["mesh-vault"] != "vault@n1" || len(st.Ports) == 0 {
+		t.Fatalf("recorded state %s", b)
+	}
+	before := gitRun(t, m.bare, "for-each-ref")
+
+	gitRun(t, m.work, "mv", "assignments/n1/vault.yaml", "assignments/n3/vault.yaml")
+	m.push(t, "move the vault")
+	out, err := r.Once(ctx)
+	if err == nil || !out.Refused || !strings.Contains(err.Error(), "mesh-vault") {
+		t.Fatalf("moving the vault: outcome %+v, err %v", out, err)
+	}
+	// Every ref but main (the push) is as it was: node branches and state.
+	after := gitRun(t, m.bare, "for-each-ref")
+	if strings.Count(after, "\n") != strings.Count(before, "\n") {
+		t.Fatalf("refs were added or removed:\n%s\n%s", before, after)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(before), "\n") {
+		if !strings.HasSuffix(line, "refs/heads/main") && !strings.Contains(after, line) {
+			t.Errorf("a refused reconcile moved %s", line)
+		}
 	}
 }
