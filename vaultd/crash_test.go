@@ -16,57 +16,92 @@ import (
 )
 
 // TestKill9DuringWrites kills the real vaultd with SIGKILL while several
-// clients make new secrets, restarts it, and checks that every secret whose
-// seal was answered is there and seals to the same bytes, and that no
-// interrupted write is left behind.
+// clients make new secrets, deliver operator values and adopt genesis
+// values, restarts it, and checks that every write that was answered is
+// there (a made secret seals to the same bytes, a delivered value is the
+// value delivered), and that no interrupted write is left behind.
 func TestKill9DuringWrites(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "vault")
 	sockDir := shortDir(t)
 	node := vaulttest.NewNode(t)
-	acked := map[string][]byte{}
+	type ack struct {
+		spec  client.Spec
+		ct    []byte // what a made secret sealed to
+		value string // what was delivered
+	}
+	acked := map[string]ack{}
 	var mu sync.Mutex
-	for round := range 4 {
+	for round := range 6 {
 		d := startDaemon(t, dir, sockDir, &syncBuffer{})
 		// Everything answered before survived.
-		for name, ct := range acked {
-			resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)})
+		for name, a := range acked {
+			resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Spec: a.spec, Recipients: recipients(node)})
 			if err != nil {
 				t.Fatalf("round %d: %s lost: %v", round, name, err)
 			}
-			if !bytes.Equal(resp.Sealed[0].Ciphertext, ct) {
+			if a.ct != nil && !bytes.Equal(resp.Sealed[0].Ciphertext, a.ct) {
 				t.Fatalf("round %d: %s seals to other bytes after kill -9", round, name)
+			}
+			if a.value != "" && string(vaulttest.Open(t, node, resp.Sealed[0].Ciphertext)) != a.value {
+				t.Fatalf("round %d: the value delivered as %s changed after kill -9", round, name)
 			}
 		}
 		tmp, _ := filepath.Glob(filepath.Join(dir, "records", ".*"))
 		if len(tmp) != 0 {
 			t.Fatalf("round %d: interrupted writes left behind: %v", round, tmp)
 		}
+		rcpt, err := d.client.Recipient(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		enough := make(chan struct{})
 		var once sync.Once
 		var wg sync.WaitGroup
-		for w := range 4 {
+		for w := range 6 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				for i := 0; ; i++ {
 					name := fmt.Sprintf("r%d-w%d-%d", round, w, i)
-					resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)})
+					value := "delivered-" + name
+					ct, _ := client.SealToVault(rcpt, []byte(value))
+					var a ack
+					var err error
+					switch w % 3 {
+					case 0:
+						var resp *client.SealResponse
+						if resp, err = d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)}); err == nil {
+							a.ct = resp.Sealed[0].Ciphertext
+						}
+					case 1:
+						_, err = d.client.Put(ctx, client.PutRequest{Name: name, Ciphertext: ct})
+						a = ack{spec: client.Spec{Operator: true}, value: value}
+					case 2:
+						_, err = d.client.Adopt(ctx, client.AdoptRequest{Secrets: []client.AdoptSecret{{Name: name, Ciphertext: ct}}})
+						a = ack{value: value}
+					}
 					if err != nil {
 						return // killed
 					}
 					mu.Lock()
-					acked[name] = resp.Sealed[0].Ciphertext
-					if len(acked) >= 40*(round+1) {
+					acked[name] = a
+					if len(acked) >= 60*(round+1) {
 						once.Do(func() { close(enough) })
 					}
 					mu.Unlock()
 				}
 			}()
 		}
-		<-enough
+		stopped := make(chan struct{})
+		go func() { wg.Wait(); close(stopped) }()
+		select {
+		case <-enough:
+		case <-stopped:
+			t.Fatalf("round %d: every writer failed before the kill:\n%s", round, d.out.Bytes())
+		}
 		d.kill() // while the writers are mid-request
-		wg.Wait()
+		<-stopped
 	}
 	d := startDaemon(t, dir, sockDir, &syncBuffer{})
 	st, err := d.client.Status(ctx)
