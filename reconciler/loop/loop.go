@@ -63,6 +63,7 @@ type Reconciler struct {
 	remote *branch.Remote
 	dir    string // where main and status/* are read
 	log    *slog.Logger
+	cache  sealCache
 }
 
 // IsRemote reports whether repo names a git server rather than a directory.
@@ -193,7 +194,13 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		return err
 	}
 	out.Waiting = res.Waiting
-	sealed, err := r.seal(ctx, repo, res)
+	var st *client.Status
+	if rot, ok := r.opts.Vault.(Rotator); ok {
+		if st, err = rot.Status(ctx); err != nil {
+			return fmt.Errorf("vault status: %w", err)
+		}
+	}
+	sealed, err := r.seal(ctx, repo, res, st)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@ package loop
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
@@ -21,8 +23,14 @@ type sealed struct {
 // records the complete list of parties each time. The same version sealed to
 // the same recipients is the same ciphertext, so an unchanged mesh commits
 // nothing.
-func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution) (*sealed, error) {
+func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
 	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}}
+	held := map[string]*client.SecretStatus{}
+	if st != nil {
+		for i := range st.Secrets {
+			held[st.Secrets[i].Name] = &st.Secrets[i]
+		}
+	}
 	var mu sync.Mutex
 	errs := make([]error, len(res.Secrets))
 	work := make(chan int)
@@ -30,7 +38,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	for range r.opts.SealWorkers {
 		wg.Go(func() {
 			for i := range work {
-				errs[i] = r.sealOne(ctx, repo, res.Secrets[i], out, &mu)
+				errs[i] = r.sealOne(ctx, repo, res.Secrets[i], held[res.Secrets[i].Name], out, &mu)
 			}
 		})
 	}
@@ -47,7 +55,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	return out, nil
 }
 
-func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconciler.SecretNeed, out *sealed, mu *sync.Mutex) error {
+func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconciler.SecretNeed, held *client.SecretStatus, out *sealed, mu *sync.Mutex) error {
 	req := client.SealRequest{Name: need.Name, Spec: client.Spec{
 		Length: need.Spec.Length, Alphabet: need.Spec.Alphabet, Format: need.Spec.Format,
 		NotRotatable: need.Spec.NotRotatable, Rotation: need.Rotation,
@@ -71,9 +79,14 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 			req.Recipients = append(req.Recipients, node.Recipient)
 		}
 	}
-	resp, err := r.opts.Vault.Seal(ctx, req)
-	if err != nil {
-		return fmt.Errorf("seal secret %q: %w", need.Name, err)
+	resp, ok := r.cache.get(req, held)
+	if !ok {
+		var err error
+		resp, err = r.opts.Vault.Seal(ctx, req)
+		if err != nil {
+			return fmt.Errorf("seal secret %q: %w", need.Name, err)
+		}
+		r.cache.put(req, resp)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -122,4 +135,58 @@ func pick(resp *client.SealResponse, recipient string, isReader bool) (client.Se
 		}
 	}
 	return best, found
+}
+
+// sealCache remembers what vaultd sealed, so a reconcile where nothing
+// changed asks vaultd once for its status instead of once per secret. An
+// answer is reused only while vaultd's status shows the same version, the
+// same appliers and readers, and no rotation: the same version sealed to the
+// same recipients is the same ciphertext (vaultd's contract), and anything
+// else is asked again.
+type sealCache struct {
+	mu sync.Mutex
+	m  map[string]cachedSeal
+}
+
+type cachedSeal struct {
+	key  string
+	resp *client.SealResponse
+}
+
+func sealKey(req client.SealRequest) string {
+	a := slices.Clone(req.Appliers)
+	rd := slices.Clone(req.Recipients)
+	slices.Sort(a)
+	slices.Sort(rd)
+	return fmt.Sprintf("%+v\x00%s\x00%s", req.Spec, strings.Join(a, ","), strings.Join(rd, ","))
+}
+
+func (c *sealCache) get(req client.SealRequest, held *client.SecretStatus) (*client.SealResponse, bool) {
+	if held == nil || held.Rotation != nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	e, ok := c.m[req.Name]
+	c.mu.Unlock()
+	if !ok || e.resp.Rotation != nil || e.resp.Version != held.Version || e.key != sealKey(req) ||
+		!sameSet(held.Appliers, req.Appliers) || !sameSet(held.Readers, req.Recipients) {
+		return nil, false
+	}
+	return e.resp, true
+}
+
+func (c *sealCache) put(req client.SealRequest, resp *client.SealResponse) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]cachedSeal{}
+	}
+	c.m[req.Name] = cachedSeal{key: sealKey(req), resp: resp}
+}
+
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
 }

@@ -1,0 +1,96 @@
+package loop
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+
+	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/client"
+	"github.com/meshgen/meshgen/vaultd/vaulttest"
+)
+
+// countingVault is the real vaultd's client, counting seals.
+type countingVault struct {
+	*client.Client
+	seals atomic.Int64
+}
+
+func (v *countingVault) Seal(ctx context.Context, req client.SealRequest) (*client.SealResponse, error) {
+	v.seals.Add(1)
+	return v.Client.Seal(ctx, req)
+}
+
+// TestSealCache: an unchanged mesh asks vaultd for its status, not for
+// every secret again; a rotation, a new recipient or a new version is asked
+// again.
+func TestSealCache(t *testing.T) {
+	ctx := context.Background()
+	m := newMesh(t)
+	v := vaulttest.Start(t)
+	cv := &countingVault{Client: v.Client}
+	kp, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Repo: m.bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	first, err := r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cv.seals.Load(); got != int64(first.Sealed) || got == 0 {
+		t.Fatalf("first reconcile: %d seal calls for %d secrets", got, first.Sealed)
+	}
+	before := m.refs(t)
+	cv.seals.Store(0)
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := cv.seals.Load(); got != 0 {
+		t.Errorf("unchanged reconcile sealed %d secrets again", got)
+	}
+	if m.refs(t) != before {
+		t.Error("unchanged reconcile moved branches")
+	}
+
+	// A rotation is asked again, and only that secret.
+	if _, err := v.Client.Rotate(ctx, "mosquitto@n1.admin"); err != nil {
+		t.Fatal(err)
+	}
+	cv.seals.Store(0)
+	out, err := r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cv.seals.Load(); got != 1 {
+		t.Errorf("after a rotation: %d seal calls, want 1", got)
+	}
+	if len(out.Written) != 1 || out.Written[0] != "n1" {
+		t.Errorf("after rotating n1's secret, wrote %v", out.Written)
+	}
+	// A restarted reconciler has an empty cache and seals everything again,
+	// to the same bytes: nothing is written.
+	before = m.refs(t)
+	r2, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	out, err = r2.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Written) != 0 || m.refs(t) != before {
+		t.Errorf("a restarted reconciler wrote %v", out.Written)
+	}
+}
