@@ -1,7 +1,9 @@
 package hostd
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,13 +74,17 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 	for k, v := range st.Applied {
 		a.prev[k] = v
 	}
+	before, _ := json.Marshal(st)
 	defer func() {
 		rep.Time = time.Now().UTC()
 		if err == nil {
 			st.Generation = d.Generation
 		}
 		rep.Generation = st.Generation
-		err = errors.Join(err, h.saveState(st), writeJSON(h.statePath(reportFile), &rep))
+		if after, _ := json.Marshal(st); !bytes.Equal(before, after) {
+			err = errors.Join(err, h.saveState(st))
+		}
+		err = errors.Join(err, writeJSON(h.statePath(reportFile), &rep))
 	}()
 
 	a.observed, err = a.observe(ctx)
