@@ -116,25 +116,15 @@ func (p *Plan) Changed() bool {
 func MakePlan(opts PlanOptions) (*Plan, error) {
 	p := &Plan{Mesh: opts.Head.Mesh.Name, BaseNote: opts.BaseNote}
 	// The base's resolution decides the head's ports and seats, so it comes
-	// first; the base's rendering and the head's resolution then overlap.
+	// first.
 	var base *Resolution
-	baseDecls := map[string]*declaration.Declaration{}
 	prev := opts.Previous
-	var baseErr error
-	var wg sync.WaitGroup
 	if opts.Base != nil {
 		res, err := Resolve(opts.Base, ResolveOptions{Previous: opts.Previous, Answers: opts.Answers})
 		switch {
 		case err == nil:
 			base = res
 			prev = &res.State
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if baseDecls, baseErr = Render(res, Unsealed{}); baseErr != nil {
-					baseErr = fmt.Errorf("render base: %w", baseErr)
-				}
-			}()
 		case errors.As(err, new(*Refusal)):
 			p.BaseNote = "the base does not resolve; the plan starts from nothing"
 		default:
@@ -142,25 +132,41 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 		}
 	}
 	head, err := Resolve(opts.Head, ResolveOptions{Previous: prev, Answers: opts.Answers})
-	var headDecls map[string]*declaration.Declaration
-	if err == nil {
-		headDecls, err = Render(head, Unsealed{})
-		if err != nil {
-			err = fmt.Errorf("render head: %w", err)
-		}
-	}
-	wg.Wait()
 	var ref *Refusal
-	switch {
-	case errors.As(err, &ref):
+	if errors.As(err, &ref) {
 		p.Refused = ref.Reasons
 		return p, nil
-	case err != nil:
+	} else if err != nil {
 		return nil, fmt.Errorf("resolve head: %w", err)
-	case baseErr != nil:
-		return nil, baseErr
 	}
 	p.Resolves = true
+
+	// Only nodes whose resolved assignments differ are rendered: the same
+	// inputs render the same declaration, so the others do not change.
+	var changed, baseNodes []string
+	baseDecls := map[string]*declaration.Declaration{}
+	if base != nil {
+		same := sameNodes(base, head, opts.Base, opts.Head)
+		for _, n := range head.Nodes {
+			if !same[n] {
+				changed = append(changed, n)
+			}
+		}
+		for _, n := range base.Nodes {
+			if !same[n] {
+				baseNodes = append(baseNodes, n)
+			}
+		}
+		if baseDecls, err = renderNodes(base, Unsealed{}, baseNodes); err != nil {
+			return nil, fmt.Errorf("render base: %w", err)
+		}
+	} else {
+		changed = head.Nodes
+	}
+	headDecls, err := renderNodes(head, Unsealed{}, changed)
+	if err != nil {
+		return nil, fmt.Errorf("render head: %w", err)
+	}
 	for _, a := range head.Assignments {
 		for _, q := range a.Definition.Requires {
 			if w, ok := a.Waiting[q.Name]; ok {
@@ -174,11 +180,13 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 	}
 	p.Secrets = secretChanges(base, head)
 	nodes := map[string]bool{}
-	for n := range baseDecls {
+	for _, n := range head.Nodes {
 		nodes[n] = true
 	}
-	for n := range headDecls {
-		nodes[n] = true
+	if base != nil {
+		for _, n := range base.Nodes {
+			nodes[n] = true
+		}
 	}
 	declared := declaredRestarts(head)
 	names := sortedKeys(nodes)
@@ -402,4 +410,50 @@ func inChunks(n int, fn func(i int)) {
 			fn(i)
 		}
 	})
+}
+
+// sameNodes returns the nodes whose declarations base and head render alike,
+// judged from what rendering reads: the mesh's name, and per assignment in
+// order its identity, root, assignment file, module definition, resolved
+// values, served consumers and skipped resources. A module definition that
+// changed at all (even its positions) counts as different.
+func sameNodes(base, head *Resolution, baseRepo, headRepo *schema.Repo) map[string]bool {
+	out := map[string]bool{}
+	if base.Mesh != head.Mesh {
+		return out
+	}
+	modSame := map[string]bool{}
+	for name, m := range headRepo.Modules {
+		modSame[name] = reflect.DeepEqual(m, baseRepo.Modules[name])
+	}
+	b, h := base.byNode(), head.byNode()
+	for _, n := range head.Nodes {
+		bs, hs := b[n], h[n]
+		if len(bs) != len(hs) {
+			continue
+		}
+		if _, ok := baseRepo.Nodes[n]; !ok {
+			continue
+		}
+		same := true
+		for i := range hs {
+			if !sameAssignment(bs[i], hs[i], modSame) {
+				same = false
+				break
+			}
+		}
+		out[n] = same
+	}
+	return out
+}
+
+func sameAssignment(b, h *Resolved, modSame map[string]bool) bool {
+	ba, ha := b.Assignment, h.Assignment
+	return b.ID == h.ID && b.Root == h.Root && b.Identity == h.Identity &&
+		modSame[h.Module] &&
+		reflect.DeepEqual(ba.Seats, ha.Seats) && reflect.DeepEqual(ba.Values, ha.Values) &&
+		reflect.DeepEqual(ba.Pins, ha.Pins) && reflect.DeepEqual(ba.Placements, ha.Placements) &&
+		ba.BreakGlass == ha.BreakGlass &&
+		reflect.DeepEqual(b.Values, h.Values) && reflect.DeepEqual(b.Serves, h.Serves) &&
+		reflect.DeepEqual(b.Skipped, h.Skipped)
 }

@@ -112,29 +112,40 @@ var ErrRefused = errors.New("the resolution was refused: nothing may be rendered
 // Generation and Source are left for the caller ([Stamp]). The same res and
 // sealed give the same declarations, and so the same bytes.
 func Render(res *Resolution, sealed SealedSecrets) (map[string]*declaration.Declaration, error) {
+	return renderNodes(res, sealed, res.Nodes)
+}
+
+// renderNodes renders the declarations of nodes (a subset of res.Nodes).
+func renderNodes(res *Resolution, sealed SealedSecrets, nodes []string) (map[string]*declaration.Declaration, error) {
 	if res.refused {
 		return nil, ErrRefused
 	}
-	out := make(map[string]*declaration.Declaration, len(res.Nodes))
-	byNode := make(map[string][]*Resolved, len(res.Nodes))
-	for _, n := range res.Nodes {
+	out := make(map[string]*declaration.Declaration, len(nodes))
+	for _, n := range nodes {
 		out[n] = &declaration.Declaration{Format: declaration.Version, Mesh: res.Mesh, Node: n, Resources: []declaration.Resource{}}
 	}
-	for _, a := range res.Assignments {
-		byNode[a.Node] = append(byNode[a.Node], a)
-	}
+	byNode := res.byNode()
 	// Nodes are independent: render them on every core. Each node's
 	// declaration and error depend only on its own assignments, so the
 	// result does not depend on the schedule.
-	errs := make([]error, len(res.Nodes))
-	parallel(len(res.Nodes), func(i int) {
-		n := res.Nodes[i]
+	errs := make([]error, len(nodes))
+	parallel(len(nodes), func(i int) {
+		n := nodes[i]
 		errs[i] = renderNode(out[n], byNode[n], sealed)
 	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// byNode returns each node's assignments, in order.
+func (res *Resolution) byNode() map[string][]*Resolved {
+	m := make(map[string][]*Resolved, len(res.Nodes))
+	for _, a := range res.Assignments {
+		m[a.Node] = append(m[a.Node], a)
+	}
+	return m
 }
 
 // renderNode appends the resources of a node's assignments to d, in their

@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler/synth"
 )
 
@@ -160,6 +161,64 @@ func TestResolutionIsIndependentOfFileOrder(t *testing.T) {
 		}
 		if !bytes.Equal(want, got) {
 			t.Fatalf("reading the files in another order differs:\n%s", lineDiff(string(want), string(got)))
+		}
+	})
+}
+
+// TestSameNodesRenderAlike checks what lets a plan render only some nodes:
+// every node sameNodes calls the same in a base and a head renders to the
+// same bytes in both. The head is the base with random assignments dropped,
+// given other values or other seats.
+func TestSameNodesRenderAlike(t *testing.T) {
+	catalog := testCatalog(t)
+	rapid.Check(t, func(t *rapid.T) {
+		nodes := rapid.IntRange(1, 8).Draw(t, "nodes")
+		m, err := synth.Mesh(catalog, synth.Options{Nodes: nodes, PerNode: rapid.IntRange(2, 8).Draw(t, "perNode")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head := *m.Repo
+		head.Assignments = nil
+		for i, a := range m.Repo.Assignments {
+			switch rapid.IntRange(0, 9).Draw(t, fmt.Sprintf("change %d", i)) {
+			case 0: // dropped
+				continue
+			case 1: // another value
+				c := *a
+				c.Values = map[string]string{"greeting": "changed", "workers": "9", "title": "changed"}
+				head.Assignments = append(head.Assignments, &c)
+			default:
+				head.Assignments = append(head.Assignments, a)
+			}
+		}
+		opts := ResolveOptions{Answers: m.Answers}
+		base, err := Resolve(m.Repo, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Previous = &base.State
+		res, err := Resolve(&head, opts)
+		if err != nil {
+			t.Skip("the head does not resolve") // nothing to render
+		}
+		same := sameNodes(base, res, m.Repo, &head)
+		bd, err := Render(base, Unsealed{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hd, err := Render(res, Unsealed{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, ok := range same {
+			if !ok {
+				continue
+			}
+			x, _ := declaration.Marshal(bd[n])
+			y, _ := declaration.Marshal(hd[n])
+			if !bytes.Equal(x, y) {
+				t.Fatalf("node %s is called the same but renders differently:\n%s", n, lineDiff(string(x), string(y)))
+			}
 		}
 	})
 }

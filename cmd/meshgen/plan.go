@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
@@ -61,24 +62,33 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 		return fmt.Errorf("format %q is not markdown or json", f.format)
 	}
 	var opts reconciler.PlanOptions
+	// The two states are read side by side: each is a whole repository.
+	var baseErr error
+	var wg sync.WaitGroup
+	if f.base != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			opts.Base, baseErr = schema.LoadRef(f.repo, f.base)
+		}()
+	}
 	var err error
 	if f.head != "" {
 		opts.Head, err = schema.LoadRef(f.repo, f.head)
 	} else {
 		opts.Head, err = schema.LoadDir(f.repo)
 	}
+	wg.Wait()
 	if err != nil {
 		return fmt.Errorf("read the head of %s: %w", f.repo, err)
 	}
-	if f.base != "" {
-		opts.Base, err = schema.LoadRef(f.repo, f.base)
-		var probs schema.Problems
-		if errors.As(err, &probs) {
-			opts.Base = nil
-			opts.BaseNote = fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1])
-		} else if err != nil {
-			return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, err)
-		}
+	var probs schema.Problems
+	switch {
+	case errors.As(baseErr, &probs):
+		opts.Base = nil
+		opts.BaseNote = fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1])
+	case baseErr != nil:
+		return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, baseErr)
 	}
 	if opts.Answers, err = reportedAnswers(f.repo); err != nil {
 		return err

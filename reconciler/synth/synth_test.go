@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/synth"
 )
@@ -69,5 +70,47 @@ func TestMeshRefusesImpossibleSizes(t *testing.T) {
 		if _, err := synth.Mesh(catalog, size); err == nil {
 			t.Errorf("%+v: no error", size)
 		}
+	}
+}
+
+// TestWriteDir: a synthetic mesh written as a repository reads back (with
+// the real loader) to the same declarations.
+func TestWriteDir(t *testing.T) {
+	catalog, err := schema.LoadDir("../../examples/lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := synth.Mesh(catalog, synth.Options{Nodes: 4, PerNode: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() + "/mesh"
+	if err := synth.WriteDir(m, "../../examples/lab", dir); err != nil {
+		t.Fatal(err)
+	}
+	read, err := schema.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	render := func(repo *schema.Repo) map[string][]byte {
+		res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: m.Answers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls, err := reconciler.Render(res, reconciler.Unsealed{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string][]byte{}
+		for n, d := range decls {
+			if out[n], err = declaration.Marshal(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	want, got := render(m.Repo), render(read)
+	if len(want) != 4 || !reflect.DeepEqual(want, got) {
+		t.Fatalf("the written mesh renders differently (%d and %d nodes)", len(want), len(got))
 	}
 }
