@@ -1,7 +1,6 @@
 package vaultd
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -57,11 +56,7 @@ func (r *record) clone() *record {
 	if c.Sealed == nil {
 		c.Sealed = map[string][]byte{}
 	}
-	// The rotation state's slices and pointers are replaced, never mutated
-	// in place, except Waiting and Confirmed: copy them.
-	b, _ := json.Marshal(r.Rot)
-	c.Rot = rotation.State{}
-	_ = json.Unmarshal(b, &c.Rot)
+	c.Rot = r.Rot.Clone()
 	return &c
 }
 

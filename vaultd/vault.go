@@ -256,7 +256,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 		// An operator's value is one value, replaced only by the operator.
 		spec.Rotation, spec.MaxAge = client.OneParty, 0
 	}
-	if !specEqual(r.Spec, spec) {
+	if r.Spec != spec {
 		if r.Rot.Kind != spec.Rotation && !r.Rot.Idle() {
 			return nil, refuse(client.ErrConflict, fmt.Sprintf("let the rotation finish or abandon it with `meshgen vault rotate --abandon %s`", req.Name),
 				"seal %q: rotation kind changes from %s to %s while a rotation is %s", req.Name, r.Rot.Kind, spec.Rotation, r.Rot.Phase)
@@ -272,7 +272,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	}
 	if v.due(r) {
 		change()
-		if err := v.start(r, "max-age"); err != nil {
+		if err := v.start(r, reasonMaxAge); err != nil {
 			return nil, err
 		}
 	}
@@ -330,8 +330,6 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	}
 	return resp, nil
 }
-
-func specEqual(a, b client.Spec) bool { return a == b }
 
 // setKind changes an idle secret's rotation kind: a two-party secret's
 // current value takes slot A.

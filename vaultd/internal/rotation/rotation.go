@@ -73,6 +73,22 @@ type State struct {
 	Confirmed []client.Party `json:"confirmed,omitempty"`
 }
 
+// Clone returns a deep copy of s.
+func (s *State) Clone() State {
+	c := *s
+	if s.Next != nil {
+		n := *s.Next
+		c.Next = &n
+	}
+	if s.Retiring != nil {
+		r := *s.Retiring
+		c.Retiring = &r
+	}
+	c.Waiting = slices.Clone(s.Waiting)
+	c.Confirmed = slices.Clone(s.Confirmed)
+	return c
+}
+
 // Idle reports whether no rotation is in progress.
 func (s *State) Idle() bool { return s.Phase == "" }
 

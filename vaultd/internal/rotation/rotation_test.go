@@ -260,3 +260,25 @@ func equal[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+// TestCloneIsDeep: changing a clone leaves the original as it was (vaultd
+// changes a clone and swaps it in only once it is on disk).
+func TestCloneIsDeep(t *testing.T) {
+	s := State{Kind: client.TwoParty, Current: Live{Version: 1, Slot: client.SlotA}}
+	if err := s.Start(Live{Version: 2, Slot: client.SlotB}, []string{prov}, []string{r1}, "operator", time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := json.Marshal(s)
+	c := s.Clone()
+	if err := c.ConfirmApplied(prov, 2, []string{prov}, []string{r1}); err != nil {
+		t.Fatal(err)
+	}
+	c.Next.Version = 99
+	if err := c.Abandon([]string{prov}, []string{r1}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := json.Marshal(s)
+	if string(before) != string(after) {
+		t.Fatalf("changing a clone changed the original:\n%s\n%s", before, after)
+	}
+}
