@@ -82,6 +82,20 @@ func (m *mesh) push(t *testing.T, msg string) string {
 	return strings.TrimSpace(gitRun(t, m.work, "rev-parse", "HEAD"))
 }
 
+// pushReport pushes report.json to status/<node> of the bare repository, as
+// hostd does.
+func (m *mesh) pushReport(t *testing.T, node, body string) {
+	t.Helper()
+	work := t.TempDir()
+	gitRun(t, work, "init", "-q", "-b", "x")
+	if err := os.WriteFile(filepath.Join(work, "report.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, work, "add", "report.json")
+	gitRun(t, work, "commit", "-q", "-m", "report")
+	gitRun(t, work, "push", "-q", "-f", m.bare, "x:refs/heads/status/"+node)
+}
+
 func (m *mesh) refs(t *testing.T) string {
 	return gitRun(t, m.bare, "for-each-ref", "refs/heads/node")
 }

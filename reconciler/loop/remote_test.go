@@ -1,0 +1,155 @@
+package loop
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/vaulttest"
+)
+
+// gitDaemon serves the bare repositories under base on 127.0.0.1 with
+// pushes enabled and returns the git:// URL of base.
+func gitDaemon(t *testing.T, base string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
+		"--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--base-path="+base, base)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	go func() {
+		for sc := bufio.NewScanner(stderr); sc.Scan(); {
+		}
+	}()
+	for range 100 {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return fmt.Sprintf("git://127.0.0.1:%d/", port)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("git daemon did not start listening")
+	return ""
+}
+
+// TestReconcileRemote: the loop reconciles a mesh on a git server through
+// its cache: branches are pushed, an unchanged reconcile pushes nothing, and
+// a provider's answer reported on the server reaches the consumer.
+func TestReconcileRemote(t *testing.T) {
+	ctx := context.Background()
+	m := newMesh(t)
+	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	kp, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !IsRemote(url) || IsRemote(m.bare) || IsRemote("./mesh.git") {
+		t.Fatal("IsRemote misjudges a URL or a path")
+	}
+	r, err := New(Options{Repo: url, CacheDir: filepath.Join(t.TempDir(), "cache"), Vault: vaulttest.Start(t).Client,
+		Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	out, err := r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(out.Written, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("wrote %v", out.Written)
+	}
+	before := gitRun(t, m.bare, "for-each-ref")
+	if out, err = r.Once(ctx); err != nil || len(out.Written) != 0 {
+		t.Fatalf("unchanged: wrote %v, %v", out.Written, err)
+	}
+	if gitRun(t, m.bare, "for-each-ref") != before {
+		t.Fatal("an unchanged reconcile moved refs on the server")
+	}
+	// The CA's answer, pushed to the server by hostd, reaches the proxy.
+	m.pushReport(t, "n3", `{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`)
+	out, err = r.Once(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Waiting) != 0 || !slices.Contains(out.Written, "n2") {
+		t.Fatalf("after the answer: waiting %v, wrote %v", out.Waiting, out.Written)
+	}
+}
+
+// TestWatchPollsRemote: --watch on a git server polls it and reconciles a
+// push to main; a poll that finds nothing new does not reconcile.
+func TestWatchPollsRemote(t *testing.T) {
+	m := newMesh(t)
+	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	kp, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Options{Repo: url, CacheDir: filepath.Join(t.TempDir(), "cache"), Vault: vaulttest.Start(t).Client,
+		Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outcomes := make(chan *Outcome, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Watch(ctx, WatchOptions{Interval: 100 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
+			if err != nil {
+				t.Errorf("reconcile: %v", err)
+			}
+			outcomes <- o
+		}})
+	}()
+	if first := <-outcomes; len(first.Written) != 3 {
+		t.Fatalf("first reconcile wrote %v", first.Written)
+	}
+	// Several polls find nothing new: no reconcile.
+	time.Sleep(500 * time.Millisecond)
+	if n := len(outcomes); n != 0 {
+		t.Fatalf("%d reconciles without a push", n)
+	}
+	gitRun(t, m.work, "mv", "assignments/n2/proxy.yaml", "proxy.yaml.off")
+	gitRun(t, m.work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
+	src := m.push(t, "n2 runs nothing")
+	o := <-outcomes
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// n2 and the database serving gitea on n1 change; the CA on n3 does not.
+	if o.Source != src || !slices.Equal(o.Written, []string{"n1", "n2"}) {
+		t.Fatalf("after the push: source %s wrote %v; want %s and [n1 n2]", o.Source, o.Written, src)
+	}
+}
