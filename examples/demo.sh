@@ -402,7 +402,43 @@ say "  banner: $(cat "$STORE_DATA/banner")"
 [ "$(cat "$STORE_DATA/accounts.txt")" = "$ACCOUNTS" ] || fail "the create-once accounts.txt changed"
 run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a failed or stale node"
 
-# --- 11. a tampered branch ---------------------------------------------------------
+# --- 11. rotation -----------------------------------------------------------------
+
+heading "Rotate the reporter's store password, with no moment without a working one"
+say "Two parties hold it: the store (which applies it) and the reporter (which reads"
+say "it). The vault makes the new value for the unused credential; the store's step"
+say "ensures it first; only then is the reporter given it and recreated; only then is"
+say "the old one retired (design 27, ADR 0114). Each reconcile advances the rotation"
+say "from what the nodes reported."
+SECRET=store-account.reporter@n2.store
+OLD_PW=$(cat "$REPORTER_OUT/store-password")
+run "$BIN/meshgen" vault rotate "$SECRET" --vault "$VAULT_SOCK"
+reader_moved=0
+for pass in 1 2 3 4 5 6; do
+  run "$BIN/meshgen" reconcile --repo "$MESH_REPO" --vault "$VAULT_SOCK" --key "$KEY" >/dev/null
+  apply_all >/dev/null
+  for n in "${NODES[@]}"; do expect_ok "$n"; done
+  if [ "$pass" = 1 ]; then
+    say "first the applier: the store's step ran with the new credential beside the old; the reporter kept the old one"
+    expect n1 store/seed ran 'mesh\.consumer\..*password'
+    expect n2 reporter/reporter unchanged
+  fi
+  if [ "$(jq -r '.resources[] | select(.id == "reporter/reporter") | .outcome' "$WORK/n2/report-$round.json")" = recreated ]; then
+    say "then the reader:"
+    expect n2 reporter/reporter recreated 'reporter/password'
+    reader_moved=1
+  fi
+  status=$("$BIN/meshgen" vault status --vault "$VAULT_SOCK" | grep "^$SECRET ")
+  say "after pass $pass: ${status#"$SECRET"}"
+  grep -qE ' -$' <<<"$status" && break
+done
+[ "$reader_moved" = 1 ] || fail "the reporter was never recreated with the new password"
+grep -qE "^$SECRET +mesh +two-party +2 +-$" <<<"$status" || fail "the rotation did not finish at version 2: $status"
+[ "$(cat "$REPORTER_OUT/store-password")" != "$OLD_PW" ] || fail "the reporter still holds the old password"
+grep -q '^password: present$' "$REPORTER_OUT/report" || fail "the recreated reporter has no password file"
+say "ok: rotated to version 2; the reporter reads the new password"
+
+# --- 12. a tampered branch ---------------------------------------------------------
 
 heading "Tamper with node/n2, as someone with push access to the repository could: refused"
 say "hostd trusts only the key installed at enrolment. An altered declaration fails"
@@ -430,18 +466,21 @@ for n in "${NODES[@]}"; do expect_ok "$n"; done
 expect n2 reporter/reporter unchanged
 expect n1 store/server unchanged
 
-# --- 12. no secret anywhere -------------------------------------------------------
+# --- 13. no secret anywhere -------------------------------------------------------
 
-heading "The store password reached n2 only as a file: it is nowhere in git or in any output"
-secret_file=$REPORTER_OUT/store-password
-[ -s "$secret_file" ] || fail "n2 holds no store password to look for"
-if git -C "$MESH_REPO" cat-file --batch-all-objects --batch | grep -qF -f "$secret_file"; then
-  fail "the store password appears in an object of the mesh repository"
-fi
-if grep -qF -f "$secret_file" "$LOG" "$WORK"/vault/vaultd.log; then
-  fail "the store password appears in the demo's output or vaultd's log"
-fi
-say "ok: not in any git object of the mesh (all branches), the demo's output, or vaultd's log"
+heading "The store passwords reached the nodes only as files: nowhere in git or in any output"
+NEW_PW=$(cat "$REPORTER_OUT/store-password")
+for pw in "$OLD_PW" "$NEW_PW"; do
+  [ ${#pw} -ge 24 ] || fail "a store password of ${#pw} characters is too short to look for"
+  if git -C "$MESH_REPO" cat-file --batch-all-objects --batch | grep -qF -f <(printf '%s\n' "$pw"); then
+    fail "a store password appears in an object of the mesh repository"
+  fi
+  if grep -qF -f <(printf '%s\n' "$pw") "$LOG" "$WORK"/vault/vaultd.log; then
+    fail "a store password appears in the demo's output or vaultd's log"
+  fi
+done
+say "ok: neither the old nor the new password is in any git object of the mesh (all"
+say "branches), the demo's output, or vaultd's log"
 
 heading "Done"
 say "every step worked and every report showed what the demo expects."
