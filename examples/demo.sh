@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # meshgen's main job, end to end on this one machine, with no registry:
 #
-#   genesis → vaultd → two nodes enrolled (hostd init) → the demo catalog
-#   committed → check → plan → reconcile → each node applies → status →
-#   a change committed → reconcile → apply again, showing what re-ran and why.
+#   vaultd → genesis → two nodes enrolled (hostd init) → the demo catalog
+#   (examples/demo) committed → check → plan → graph → reconcile → each node
+#   applies → status → an unchanged reconcile commits nothing → drift is
+#   corrected → a change committed, reconciled and applied, showing what ran
+#   again and why → a secret rotated over two credentials → a tampered branch
+#   refused → no secret in git or in any output.
 #
 # Run it as root after `make build` (`make demo` does both). Everything lives
 # in a fresh directory under /tmp, which is kept and printed at the end; the
@@ -53,20 +56,6 @@ fail() {
   printf '\n\033[31mdemo: FAILED: %s\033[0m\n' "$*" >&2
   exit 1
 }
-# unbuilt stops the demo, non-zero, at a part that is not built yet.
-unbuilt() {
-  printf '\n\033[33mdemo: stops here: %s is not built yet; everything above worked.\033[0m\n' "$*" >&2
-  exit 3
-}
-# need_built stops at a command whose binary still holds a placeholder.
-need_built() {
-  local what=$1
-  shift
-  if { "$@" --help 2>&1 || true; } | grep -q 'not built yet'; then
-    unbuilt "$what"
-  fi
-}
-
 # --- prerequisites ------------------------------------------------------------
 
 [ "$(id -u)" = 0 ] || fail "run as root (podman stores and node roots are made as root): sudo make demo"
@@ -156,7 +145,6 @@ pinned=$(grep -rhoE 'localhost/meshgen-busybox@sha256:[0-9a-f]{64}' "$DEMO/catal
 # --- 2. vaultd ----------------------------------------------------------------
 
 heading "Start vaultd, the only maker of the mesh's shared secrets"
-need_built "vaultd" "$BIN/vaultd"
 mkdir -p "$WORK/vault"
 say "vaultd makes its own age identity on first start; it never leaves $WORK/vault."
 # Started directly (not through run, whose subshell would hide vaultd's pid
@@ -175,13 +163,11 @@ say "vaultd is listening on \$WORK/vault.sock (pid $VAULTD_PID)"
 # --- 3. genesis ---------------------------------------------------------------
 
 heading "Genesis: a new mesh, its signing key, and its first secret handed to the vault"
-need_built "meshgen genesis" "$BIN/meshgen" genesis
 run "$BIN/meshgen" genesis --dir "$MESH_HOME" --name "$MESH_NAME" --vault "$VAULT_SOCK"
 [ -f "$KEY" ] || fail "genesis made no signing key at $KEY"
 grep -q 'ENCRYPTED SIGSTORE PRIVATE KEY' "$KEY" || fail "the signing key is not encrypted"
 say "The vault now holds the first enrolment token, made by genesis, recorded as the"
 say "mesh's own (so the vault may rotate it); its value was never shown or written:"
-need_built "meshgen vault" "$BIN/meshgen" vault status
 run "$BIN/meshgen" vault status --vault "$VAULT_SOCK" | tee "$WORK/vault-status.txt"
 grep -qE '^mesh-enrolment-token +genesis ' "$WORK/vault-status.txt" || fail "the vault does not hold the enrolment token as genesis's"
 say "Genesis refuses to overwrite a mesh:"
@@ -193,7 +179,6 @@ say "  $(head -1 "$WORK/genesis-again.err")"
 # --- 4. enrol the nodes -------------------------------------------------------
 
 heading "Enrol ${NODES[*]}: each node makes its own age key; only the public half leaves"
-need_built "hostd init" "$BIN/hostd" init
 run git clone -q "$MESH_REPO" "$OPERATOR"
 git -C "$OPERATOR" config user.name "demo operator"
 git -C "$OPERATOR" config user.email "operator@demo.mesh"
@@ -240,24 +225,17 @@ GENESIS_COMMIT=$(git -C "$OPERATOR" rev-list --max-parents=0 HEAD)
 # --- 6. check and plan --------------------------------------------------------
 
 heading "Check the mesh: every file, every reference, every refusal at once"
-need_built "meshgen check" "$BIN/meshgen" check
 run "$BIN/meshgen" check --repo "$OPERATOR" || fail "meshgen check refused the demo mesh"
 
 heading "Plan: what main would do to each node, as a pull request would show it"
-need_built "meshgen plan" "$BIN/meshgen" plan
 run "$BIN/meshgen" plan --repo "$MESH_REPO" --base "$GENESIS_COMMIT" --head main ||
   fail "meshgen plan refused the demo mesh"
-if { "$BIN/meshgen" graph --help 2>&1 || true; } | grep -q 'not built yet'; then
-  say "(meshgen graph is not built yet: skipped)"
-else
-  say "Who provides what to whom, as Mermaid (renders in a pull request):"
-  run "$BIN/meshgen" graph --repo "$MESH_REPO" --ref main --format mermaid || fail "meshgen graph failed"
-fi
+say "Who provides what to whom, as Mermaid (renders in a pull request):"
+run "$BIN/meshgen" graph --repo "$MESH_REPO" --ref main --format mermaid || fail "meshgen graph failed"
 
 # --- 7. reconcile -------------------------------------------------------------
 
 heading "Reconcile: resolve, ask vaultd to seal each secret, render, sign, write node branches"
-need_built "meshgen reconcile" "$BIN/meshgen" reconcile
 run "$BIN/meshgen" reconcile --repo "$MESH_REPO" --vault "$VAULT_SOCK" --key "$KEY"
 for n in "${NODES[@]}"; do
   git -C "$MESH_REPO" rev-parse -q --verify "refs/heads/node/$n" >/dev/null ||
@@ -314,7 +292,6 @@ done
 say "each node runs it by digest with --pull=never"
 
 heading "Apply: each node fetches only its branch, verifies, decrypts, applies in order"
-need_built "hostd apply" "$BIN/hostd" apply
 apply_all
 for n in "${NODES[@]}"; do expect_ok "$n"; done
 expect n1 store/data created
@@ -343,7 +320,6 @@ grep -q '^password: present$' "$REPORTER_OUT/report" || fail "the reporter did n
 [ "$(stat -c %a "$REPORTER_OUT/store-password")" = 600 ] || fail "the store password file is not mode 0600"
 
 heading "Status: which generation each node runs"
-need_built "meshgen status" "$BIN/meshgen" status
 run "$BIN/meshgen" status --repo "$MESH_REPO" || fail "meshgen status reports a failed or stale node"
 
 # --- 9. nothing changed: nothing happens ----------------------------------------
