@@ -143,6 +143,10 @@ func (v *Vault) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) e
 		},
 		ErrorLog: slog.NewLogLogger(opts.Log.Handler(), slog.LevelWarn),
 	}
+	// The policy timer and the shutdown end with ctx, or when the listener
+	// fails.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -167,11 +171,12 @@ func (v *Vault) Serve(ctx context.Context, ln net.Listener, opts ServeOptions) e
 		}
 	}()
 	err := srv.Serve(ln)
+	cancel()
+	<-done
 	if errors.Is(err, http.ErrServerClosed) {
-		<-done
 		return nil
 	}
-	return err
+	return fmt.Errorf("serve: %w", err)
 }
 
 // peerCred reads the connecting process's credentials (SO_PEERCRED).
