@@ -28,7 +28,7 @@ func OpenLocal(path string) (*Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repository{b: &local{dir: dir}}, nil
+	return &Repository{b: &local{path: dir}}, nil
 }
 
 // gitDir returns the git directory of the repository at path.
@@ -48,14 +48,16 @@ func gitDir(path string) (string, error) {
 // rename), so it is safe beside git itself: `git push`, receive-pack under
 // `git daemon`, `git pack-refs`.
 type local struct {
-	dir string
+	path string
 }
+
+func (l *local) dir() string { return l.path }
 
 func (l *local) storage() *filesystem.Storage {
 	// A fresh storage per snapshot: go-git caches the pack index list, and
 	// another writer may have added packs since. Pack files stay open for
 	// the storage's life: go-git otherwise opens one per object read.
-	return filesystem.NewStorageWithOptions(listingFS{osfs.New(l.dir), l.dir}, cache.NewObjectLRUDefault(),
+	return filesystem.NewStorageWithOptions(listingFS{osfs.New(l.path), l.path}, cache.NewObjectLRUDefault(),
 		filesystem.Options{KeepDescriptors: true})
 }
 
@@ -123,13 +125,13 @@ func (f listingFS) ReadDir(p string) ([]fs.FileInfo, error) {
 }
 
 func (l *local) snapshot(_ context.Context, refs []string) (func() (storer.EncodedObjectStorer, func()), map[string]plumbing.Hash, error) {
-	packed, err := readPackedRefs(l.dir)
+	packed, err := readPackedRefs(l.path)
 	if err != nil {
 		return nil, nil, err
 	}
 	tips := make(map[string]plumbing.Hash, len(refs))
 	for _, ref := range refs {
-		h, ok, err := readLooseRef(l.dir, ref)
+		h, ok, err := readLooseRef(l.path, ref)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -174,7 +176,7 @@ func writePackTo(s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.
 
 func (l *local) update(_ context.Context, ups []refUpdate) (conflicts, locked []string, err error) {
 	for _, u := range ups {
-		err := casRef(l.dir, u.ref, u.old, u.new)
+		err := casRef(l.path, u.ref, u.old, u.new)
 		var held *lockHeldError
 		switch {
 		case err == nil:

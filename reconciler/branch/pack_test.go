@@ -29,7 +29,7 @@ func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				l := &local{dir: repo}
+				l := &local{path: repo}
 				if err := writePackTo(l.storage(), objs, objs.hashes); err != nil {
 					t.Error(err)
 					return

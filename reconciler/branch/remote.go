@@ -53,7 +53,7 @@ func OpenRemote(url string, opts RemoteOptions) (*Remote, error) {
 		lock.Close()
 		return nil, fmt.Errorf("cache repository %s is in use by another reconciler: give each its own cache directory", opts.CacheDir)
 	}
-	r := &remote{url: url, cache: opts.CacheDir, auth: opts.Auth, lock: lock, local: &local{dir: opts.CacheDir}}
+	r := &remote{url: url, cache: opts.CacheDir, auth: opts.Auth, lock: lock, local: &local{path: opts.CacheDir}}
 	return &Remote{Repository: Repository{b: r}, r: r}, nil
 }
 
@@ -116,6 +116,8 @@ func (r *remote) snapshot(ctx context.Context, refs []string) (func() (storer.En
 	}
 	return r.local.snapshot(ctx, refs)
 }
+
+func (r *remote) dir() string { return r.cache }
 
 func (r *remote) writePack(ctx context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
 	return writePackTo(s, objs, hashes)

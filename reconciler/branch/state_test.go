@@ -2,6 +2,7 @@ package branch
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -54,4 +55,52 @@ func TestWriteState(t *testing.T) {
 		t.Errorf("%d state commits after 20 racing distinct writes, want 22", n)
 	}
 	gitRun(t, repo, "fsck", "--strict")
+}
+
+// TestMaintain: after more than PackLimit writes, Maintain repacks into one
+// packfile, and every branch still reads the same.
+func TestMaintain(t *testing.T) {
+	ctx := context.Background()
+	repo := bareRepo(t)
+	signer, _ := testSigner(t)
+	r, err := OpenLocal(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if did, err := r.Maintain(ctx); did || err != nil {
+		t.Fatalf("an empty repository was repacked: %v, %v", did, err)
+	}
+	for i := range PackLimit + 2 {
+		nodes := map[string]*Node{"n1": testNode("n1", fmt.Sprint(i), 1), "n2": testNode("n2", fmt.Sprint(i), 0)}
+		if _, err := r.Write(ctx, nodes, WriteOptions{Source: "s", Signer: signer}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := gitRun(t, repo, "for-each-ref")
+	if n := packCount(t, repo); n != PackLimit+2 {
+		t.Fatalf("%d packfiles after %d writes", n, PackLimit+2)
+	}
+	did, err := r.Maintain(ctx)
+	if err != nil || !did {
+		t.Fatalf("Maintain = %v, %v", did, err)
+	}
+	if n := packCount(t, repo); n > 1 {
+		t.Errorf("%d packfiles after repacking", n)
+	}
+	if gitRun(t, repo, "for-each-ref") != before {
+		t.Error("repacking moved refs")
+	}
+	gitRun(t, repo, "fsck", "--strict")
+	checkChain(t, repo, "n1", nil2res(t, repo, "n1"))
+	// Writing after a repack works, and an unchanged write still writes
+	// nothing.
+	res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", fmt.Sprint(PackLimit+1), 1)}, WriteOptions{Source: "s", Signer: signer})
+	if err != nil || len(res.Changed()) != 0 {
+		t.Fatalf("unchanged write after a repack: %v, %v", res, err)
+	}
+}
+
+// nil2res lists every commit on node's branch: all must stay.
+func nil2res(t *testing.T, repo, node string) []string {
+	return strings.Fields(gitRun(t, repo, "rev-list", Ref(node)))
 }

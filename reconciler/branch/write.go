@@ -134,6 +134,8 @@ type backend interface {
 	// had moved (or were locked) and were not updated, and the lock files
 	// found held.
 	update(ctx context.Context, ups []refUpdate) (conflicts []string, locked []string, err error)
+	// dir is the local git directory objects are written to.
+	dir() string
 }
 
 // Repository is a mesh repository whose node branches can be written.

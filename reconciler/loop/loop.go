@@ -252,6 +252,13 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if _, err := r.repo.WriteState(ctx, state, wopts); err != nil {
 		return fmt.Errorf("record state: %w", err)
 	}
+	if out.Objects > 0 {
+		// Each write adds a packfile; keep their number bounded. A failure
+		// costs speed, not correctness: say so and carry on.
+		if _, err := r.repo.Maintain(ctx); err != nil {
+			r.log.Warn("repack", "error", err.Error())
+		}
+	}
 	return nil
 }
 
