@@ -165,9 +165,9 @@ func (a *applier) step(ctx context.Context, r *declaration.Resource) (declaratio
 	}
 	marker := a.st.Markers[r.ID]
 	switch {
-	case len(why) > 0:
 	case marker == "":
-		why = append(why, "first run")
+		why = []string{"first run"}
+	case len(why) > 0:
 	case marker != a.digests[r.ID]:
 		if reads := a.readsChanged(c); len(reads) > 0 {
 			why = reads

@@ -135,7 +135,16 @@ func (a *applier) file(r *declaration.Resource) (declaration.Outcome, string, er
 	if !exists {
 		return declaration.Created, "", nil
 	}
-	return declaration.Corrected, strings.Join(diffs, ", "), nil
+	return declaration.Corrected, a.why(r.ID, diffs), nil
+}
+
+// why says what a correction put right, and whether it follows a change of
+// the declaration (the record holds another digest) or drift on the machine.
+func (a *applier) why(id string, diffs []string) string {
+	if prev := a.prev[id]; prev != "" && prev != a.digests[id] {
+		return "its declaration changed: " + strings.Join(diffs, ", ")
+	}
+	return strings.Join(diffs, ", ")
 }
 
 const tempSuffix = ".hostd-"
@@ -235,7 +244,7 @@ func (a *applier) directory(r *declaration.Resource) (declaration.Outcome, strin
 		return "", "", err
 	}
 	a.changed[r.ID] = "changed"
-	return declaration.Corrected, strings.Join(diffs, ", "), nil
+	return declaration.Corrected, a.why(r.ID, diffs), nil
 }
 
 func setAttrs(p string, mode fs.FileMode, uid, gid int) error {

@@ -28,7 +28,9 @@ func TestStepRunsToCompletion(t *testing.T) {
 	out := f.path("out")
 	d := f.decl(dirRes("m/out", out), seedStep(f, out, declaration.Container{}))
 	rep := f.mustApply(d)
-	expectOutcome(t, rep, "m/seed", declaration.Ran)
+	if r := expectOutcome(t, rep, "m/seed", declaration.Ran); r.Reason != "first run" {
+		t.Fatalf("reason %q", r.Reason)
+	}
 	if n := lines(t, out+"/runs"); n != 1 {
 		t.Fatalf("the step wrote %d lines when Apply returned, want 1 (it must run to completion, attached)", n)
 	}
@@ -179,6 +181,12 @@ func TestStepRunsAgainWhenANamedFileChanged(t *testing.T) {
 			s.edit()
 		}
 		rep := f.mustApply(s.decl)
+		if s.edit != nil {
+			// Put back from drift, not a declared change.
+			if r := expectOutcome(t, rep, "m/bind", declaration.Corrected); r.Reason != "content differed" {
+				t.Fatalf("%s: the file's reason %q", s.name, r.Reason)
+			}
+		}
 		r := expectOutcome(t, rep, "m/seed", s.want)
 		if r.Reason != s.reason {
 			t.Fatalf("%s: reason %q, want %q", s.name, r.Reason, s.reason)
@@ -265,7 +273,7 @@ func TestCreateOnceFileIsKept(t *testing.T) {
 		t.Fatalf("the seed's mode is %v, the hand-set 0600 was not kept", fi.Mode())
 	}
 	r := expectOutcome(t, rep, "m/plain", declaration.Corrected)
-	if r.Reason != "content differed, mode was 0600" || readFile(t, plain) != "another seed\n" {
+	if r.Reason != "its declaration changed: content differed, mode was 0600" || readFile(t, plain) != "another seed\n" {
 		t.Fatalf("the plain file: reason %q, content %q", r.Reason, readFile(t, plain))
 	}
 }
