@@ -114,7 +114,7 @@ func (p *Plan) Changed() bool {
 // plans from nothing. The error is for what should not happen: a resolution
 // that renders a declaration hostd would refuse.
 func MakePlan(opts PlanOptions) (*Plan, error) {
-	p := &Plan{Mesh: opts.Head.Mesh.Name, BaseNote: opts.BaseNote}
+	p := &Plan{Mesh: opts.Head.Mesh.Name, BaseNote: opts.BaseNote, Nodes: []NodePlan{}}
 	// The base's resolution decides the head's ports and seats, so it comes
 	// first.
 	var base *Resolution
