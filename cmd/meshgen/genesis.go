@@ -54,7 +54,7 @@ vault's (vaultd makes its own). It never overwrites an existing mesh.`,
 			if err != nil {
 				return err
 			}
-			printGenesis(cmd.OutOrStdout(), name, res)
+			printGenesis(cmd.OutOrStdout(), name, vault, res)
 			return nil
 		},
 	}
@@ -70,23 +70,28 @@ vault's (vaultd makes its own). It never overwrites an existing mesh.`,
 
 // printGenesis tells the operator what genesis made and what to do next. It
 // names secrets, never their values.
-func printGenesis(w io.Writer, name string, res *genesis.Result) {
+func printGenesis(w io.Writer, name, vault string, res *genesis.Result) {
 	fmt.Fprintf(w, "made mesh %q in %s\n", name, res.Home)
 	fmt.Fprintf(w, "  repository   %s (main at %.12s)\n", res.Repo, res.Commit)
 	fmt.Fprintf(w, "  signing key  %s (encrypted; its public half is %s on main)\n", res.Key, genesis.PubFile)
-	if len(res.Delivered) > 0 {
-		for _, s := range res.Delivered {
-			fmt.Fprintf(w, "  delivered    %s to the vault, as the mesh's own (rotatable)\n", s)
-		}
-	} else {
+	for _, s := range res.Delivered {
+		fmt.Fprintf(w, "  delivered    %s to the vault, as the mesh's own (rotatable)\n", s)
+	}
+	if len(res.Delivered) == 0 {
 		fmt.Fprintln(w, "  no vault given: no secret was made; vaultd makes each one when first asked")
+	}
+	if vault == "" {
+		vault = "SOCKET"
 	}
 	fmt.Fprintf(w, `
 next steps:
-  1. on each node: hostd init --dir /etc/hostd, and install %[3]s there;
-     commit the recipient it prints as nodes/NODE.yaml (git clone %[1]s)
-  2. commit your catalog (catalog/contracts, catalog/modules) and assignments,
-     then check them: meshgen check --repo %[1]s --ref main
-  3. reconcile: meshgen reconcile --repo %[1]s --vault SOCKET --key %[2]s
-`, res.Repo, res.Key, genesis.PubFile)
+  1. enrol each node: on it, `+"`hostd init --dir /etc/hostd`"+` makes its age key and
+     prints its recipient; copy %[3]s to it (hostd trusts that copy, never
+     the one on main) and write /etc/hostd/hostd.yaml (see examples/systemd).
+  2. in a clone (git clone %[1]s), commit nodes/NODE.yaml with each
+     node's recipient, your catalog (catalog/contracts, catalog/modules) and
+     your assignments; check them with `+"`meshgen check --repo .`"+` and push to main.
+  3. reconcile: meshgen reconcile --repo %[1]s --vault %[4]s --key %[2]s
+     then on each node: hostd apply --once (or hostd.timer).
+`, res.Repo, res.Key, genesis.PubFile, vault)
 }
