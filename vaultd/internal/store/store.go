@@ -69,7 +69,7 @@ func Open(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(s.records, 0o700); err != nil {
 		return nil, fmt.Errorf("vault records directory: %w", err)
 	}
-	id, err := loadOrMakeIdentity(filepath.Join(dir, "identity"))
+	id, err := loadOrMakeIdentity(filepath.Join(dir, "identity"), s.hasRecords)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -82,8 +82,25 @@ func Open(dir string) (*FileStore, error) {
 	return s, nil
 }
 
-func loadOrMakeIdentity(path string) (*age.X25519Identity, error) {
+// hasRecords reports whether any record exists.
+func (s *FileStore) hasRecords() bool {
+	ents, _ := os.ReadDir(s.records)
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// loadOrMakeIdentity reads the vault's identity, or makes one on first start.
+// A missing identity beside existing records is refused, never replaced: a
+// new one could open none of them.
+func loadOrMakeIdentity(path string, hasRecords func() bool) (*age.X25519Identity, error) {
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && hasRecords() {
+		return nil, fmt.Errorf("the vault's identity %s is missing but records exist: restore it from backup (a new one could open none of them)", path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		id, err := age.GenerateX25519Identity()
 		if err != nil {

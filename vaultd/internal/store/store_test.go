@@ -106,3 +106,24 @@ func TestAReplacedIdentityIsRefused(t *testing.T) {
 		t.Fatalf("a damaged identity: %v", err)
 	}
 }
+
+func TestAMissingIdentityIsNotReplaced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("a", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.Remove(filepath.Join(dir, "identity")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "is missing but records exist: restore it from backup") {
+		t.Fatalf("a missing identity beside records: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "identity")); !os.IsNotExist(err) {
+		t.Fatal("a new identity was made beside records it cannot open")
+	}
+}
