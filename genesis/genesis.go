@@ -171,6 +171,11 @@ func Make(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	// Built in private (0700); in place, others may read the repository (a
+	// git daemon, a node on this machine) but not the key, which is 0600.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("open %q to readers: %w", tmp, err)
+	}
 	// Everything worked: move the mesh into place. rename(2) replaces a
 	// directory only when it is empty (os.Rename refuses any directory), so
 	// anything that appeared there since the check above is still refused.
