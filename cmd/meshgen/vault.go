@@ -15,15 +15,15 @@ import (
 	"golang.org/x/term"
 )
 
-// hinted is an error with a hint meshgen prints after it.
-type hinted struct {
+// vaultHint is an error with a hint meshgen prints after it.
+type vaultHint struct {
 	err  error
 	hint string
 }
 
-func (h hinted) Error() string { return h.err.Error() }
-func (h hinted) Unwrap() error { return h.err }
-func (h hinted) Hint() string  { return h.hint }
+func (h vaultHint) Error() string { return h.err.Error() }
+func (h vaultHint) Unwrap() error { return h.err }
+func (h vaultHint) Hint() string  { return h.hint }
 
 func newVaultCmd() *cobra.Command {
 	var socket, cert, key, ca string
@@ -43,10 +43,10 @@ No value is ever printed.`,
 	dial := func() (*client.Client, error) {
 		switch {
 		case socket == "":
-			return nil, hinted{errors.New("no vault socket given"), "pass --vault /path/vault.sock or set MESHGEN_VAULT"}
+			return nil, vaultHint{errors.New("no vault socket given"), "pass --vault /path/vault.sock or set MESHGEN_VAULT"}
 		case strings.HasPrefix(socket, "tcp://"):
 			if cert == "" || key == "" || ca == "" {
-				return nil, hinted{fmt.Errorf("vault %s is on TCP, which needs mutual TLS", socket), "pass --vault-cert, --vault-key and --vault-ca"}
+				return nil, vaultHint{fmt.Errorf("vault %s is on TCP, which needs mutual TLS", socket), "pass --vault-cert, --vault-key and --vault-ca"}
 			}
 			cfg, err := client.LoadTLS(cert, key, ca)
 			if err != nil {
@@ -76,7 +76,7 @@ replaces an operator's value: delivering a new one is how it changes.`,
 				return err
 			}
 			defer c.Close()
-			value, err := readValue(cmd.InOrStdin(), cmd.ErrOrStderr(), args[0])
+			value, err := readVaultValue(cmd.InOrStdin(), cmd.ErrOrStderr(), args[0])
 			if err != nil {
 				return err
 			}
@@ -104,9 +104,9 @@ replaces an operator's value: delivering a new one is how it changes.`,
 	return cmd
 }
 
-// readValue reads the value from a terminal (twice, without echo) or from
+// readVaultValue reads the value from a terminal (twice, without echo) or from
 // a pipe. It never prints it.
-func readValue(in io.Reader, prompt io.Writer, name string) ([]byte, error) {
+func readVaultValue(in io.Reader, prompt io.Writer, name string) ([]byte, error) {
 	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprintf(prompt, "value of %s: ", name)
 		a, err := term.ReadPassword(int(f.Fd()))
@@ -123,7 +123,7 @@ func readValue(in io.Reader, prompt io.Writer, name string) ([]byte, error) {
 		if !bytes.Equal(a, b) {
 			return nil, errors.New("the two values differ; nothing was delivered")
 		}
-		return checkValue(a)
+		return checkVaultValue(a)
 	}
 	b, err := io.ReadAll(io.LimitReader(in, 1<<20))
 	if err != nil {
@@ -131,12 +131,12 @@ func readValue(in io.Reader, prompt io.Writer, name string) ([]byte, error) {
 	}
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	b = bytes.TrimSuffix(b, []byte("\r"))
-	return checkValue(b)
+	return checkVaultValue(b)
 }
 
-func checkValue(b []byte) ([]byte, error) {
+func checkVaultValue(b []byte) ([]byte, error) {
 	if len(b) == 0 {
-		return nil, hinted{errors.New("no value given"), "pipe it in: `meshgen vault put NAME < file`, or run on a terminal to be asked"}
+		return nil, vaultHint{errors.New("no value given"), "pipe it in: `meshgen vault put NAME < file`, or run on a terminal to be asked"}
 	}
 	return b, nil
 }
@@ -169,7 +169,7 @@ retired.`,
 			if err != nil {
 				return fmt.Errorf("rotate %s: %w", args[0], err)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), describe(rot))
+			fmt.Fprintln(cmd.OutOrStdout(), describeRotation(rot))
 			return nil
 		},
 	}
@@ -177,8 +177,8 @@ retired.`,
 	return cmd
 }
 
-// describe says where a rotation stands and whom it waits on.
-func describe(r *client.Rotation) string {
+// describeRotation says where a rotation stands and whom it waits on.
+func describeRotation(r *client.Rotation) string {
 	if r == nil {
 		return "no rotation in progress"
 	}
@@ -210,7 +210,7 @@ func newVaultStatusCmd(dial func() (*client.Client, error)) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "text" && format != "json" {
-				return hinted{fmt.Errorf("unknown format %q", format), "use --format text or --format json"}
+				return vaultHint{fmt.Errorf("unknown format %q", format), "use --format text or --format json"}
 			}
 			c, err := dial()
 			if err != nil {
@@ -233,7 +233,7 @@ func newVaultStatusCmd(dial func() (*client.Client, error)) *cobra.Command {
 				rot := "-"
 				switch {
 				case s.Rotation != nil:
-					rot = strings.TrimPrefix(describe(s.Rotation), s.Name+": ")
+					rot = strings.TrimPrefix(describeRotation(s.Rotation), s.Name+": ")
 				case s.NotRotatable != "":
 					rot = "not rotatable: " + s.NotRotatable
 				}

@@ -52,7 +52,7 @@ func TestVaultScripts(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitvault": waitVault,
-			"seal":      sealCmd,
+			"seal":      vaultSealCmd,
 		},
 	})
 }
@@ -78,9 +78,9 @@ func waitVault(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// sealCmd NAME KIND seals NAME as the reconciler would, to a provider node
+// vaultSealCmd NAME KIND seals NAME as the reconciler would, to a provider node
 // (applier) and a consumer node (reader), each with a new age identity.
-func sealCmd(ts *testscript.TestScript, neg bool, args []string) {
+func vaultSealCmd(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: seal NAME one-party|two-party")
 	}
@@ -106,7 +106,7 @@ func sealCmd(ts *testscript.TestScript, neg bool, args []string) {
 // mutual TLS, with the client's certificate, and without one.
 func TestVaultOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, clientCA := newTestCA(t, "vault-ca"), newTestCA(t, "operators")
+	serverCA, clientCA := newVaultTestCA(t, "vault-ca"), newVaultTestCA(t, "operators")
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -156,20 +156,20 @@ func TestVaultOverMutualTLS(t *testing.T) {
 		t.Fatalf("TCP without TLS flags: %v", err)
 	}
 	// A certificate the vault's client CA did not sign gets no answer.
-	stranger := newTestCA(t, "strangers")
+	stranger := newVaultTestCA(t, "strangers")
 	xcert, xkey := stranger.issue(t, "intruder", false)
 	if _, err := run("", "vault", "status", "--vault", addr, "--vault-cert", write("x.pem", xcert), "--vault-key", write("x.key", xkey), "--vault-ca", filepath.Join(dir, "sca.pem")); err == nil {
 		t.Fatal("a stranger's certificate was answered")
 	}
 }
 
-type testCA struct {
+type vaultTestCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	pem  []byte
 }
 
-func newTestCA(t *testing.T, name string) *testCA {
+func newVaultTestCA(t *testing.T, name string) *vaultTestCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -185,10 +185,10 @@ func newTestCA(t *testing.T, name string) *testCA {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &vaultTestCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-func (c *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
+func (c *vaultTestCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
