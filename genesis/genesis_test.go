@@ -156,8 +156,12 @@ func TestSigningKeyIsEncryptedAndMatchesThePublicKey(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("key mode %v, want 0600", fi.Mode().Perm())
 	}
-	if fi, err := os.Stat(res.Home); err != nil || fi.Mode().Perm() != 0o755 {
-		t.Errorf("home %v (%v), want mode 0755: the repository is readable, the key is not", fi.Mode().Perm(), err)
+	home, err := os.Stat(res.Home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if home.Mode().Perm() != 0o755 {
+		t.Errorf("home mode %v, want 0755: the repository is readable, the key is not", home.Mode().Perm())
 	}
 	private, err := os.ReadFile(res.Key)
 	if err != nil {
