@@ -356,3 +356,27 @@ func TestRunKeepsLastGoodWhenRemoteIsDown(t *testing.T) {
 		t.Fatal("the last good declaration was not kept applied")
 	}
 }
+
+func TestNextWait(t *testing.T) {
+	const i, max = time.Minute, 8 * time.Minute
+	down := &fetchError{errors.New("connection refused")}
+	cases := []struct {
+		name string
+		last time.Duration
+		err  error
+		want time.Duration
+	}{
+		{"ok", i, nil, i},
+		{"ok after backoff", 4 * i, nil, i},
+		{"refused: the remote answered", 4 * i, &Refusal{Reasons: []error{ErrReplay}}, i},
+		{"remote down", i, down, 2 * i},
+		{"still down", 2 * i, down, 4 * i},
+		{"capped", 8 * i, down, max},
+		{"a step failed", i, errors.New(`apply "m/seed": step exited`), 2 * i},
+	}
+	for _, tc := range cases {
+		if got := nextWait(tc.last, i, max, tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -36,8 +36,8 @@ type RunOptions struct {
 }
 
 // Run polls and applies every interval, jittered by up to a tenth so a
-// fleet does not poll in step, until ctx ends. When the remote cannot be
-// reached the wait doubles up to MaxBackoff; the last good declaration is
+// fleet does not poll in step, until ctx ends. After a failure (the remote
+// cannot be reached, a step failed) the wait doubles up to MaxBackoff; the last good declaration is
 // kept and applied meanwhile (drift is still corrected).
 func (h *Host) Run(ctx context.Context, opts RunOptions) error {
 	interval := time.Duration(h.cfg.Interval)
@@ -53,17 +53,11 @@ func (h *Host) Run(ctx context.Context, opts RunOptions) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		var refusal *Refusal
-		switch {
-		case err == nil, errors.As(err, &refusal):
-			wait = interval
-		default:
-			wait = min(2*wait, opts.MaxBackoff)
-			if !reachable(err) {
-				// The remote is down: keep the machine at its last good state.
-				if rep, aerr := h.applyLocked(ctx); aerr != nil && opts.OnReport != nil {
-					opts.OnReport(rep, aerr)
-				}
+		wait = nextWait(wait, interval, opts.MaxBackoff, err)
+		if err != nil && !reachable(err) {
+			// The remote is down: keep the machine at its last good state.
+			if rep, aerr := h.applyLocked(ctx); aerr != nil && opts.OnReport != nil {
+				opts.OnReport(rep, aerr)
 			}
 		}
 		jitter := time.Duration(rand.Int64N(int64(wait)/10 + 1))
@@ -95,6 +89,17 @@ func (h *Host) applyLocked(ctx context.Context) (declaration.Report, error) {
 
 // OnceLocked is [Host.Once] under the state lock.
 func (h *Host) OnceLocked(ctx context.Context) (declaration.Report, error) { return h.locked(ctx) }
+
+// nextWait is the wait before the next poll: the interval after a poll that
+// worked or refused (the remote answered), else double the last wait, up to
+// max.
+func nextWait(last, interval, max time.Duration, err error) time.Duration {
+	var refusal *Refusal
+	if err == nil || errors.As(err, &refusal) {
+		return interval
+	}
+	return min(2*last, max)
+}
 
 // reachable reports whether an error of Once came after the remote answered.
 func reachable(err error) bool {

@@ -198,6 +198,8 @@ var (
 	hexSHA256   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sealedPath  = regexp.MustCompile(`^secrets/[A-Za-z0-9._-]+\.age$`)
+	// containerName is what podman accepts as a container's name.
+	containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 )
 
 // Validate checks everything hostd relies on before it touches the machine:
@@ -214,6 +216,7 @@ func (d *Declaration) Validate() error {
 		add("declaration names no mesh or no node")
 	}
 	seen := map[string]Kind{}
+	names := map[string]string{} // container name -> resource ID
 	for i, r := range d.Resources {
 		where := fmt.Sprintf("resource %d (%q)", i, r.ID)
 		if r.ID == "" {
@@ -262,8 +265,15 @@ func (d *Declaration) Validate() error {
 				add("%s: kind container without a container body", where)
 				break
 			}
-			if c.Name == "" {
+			switch other, dup := names[c.Name]; {
+			case c.Name == "":
 				add("%s: container has no name", where)
+			case !containerName.MatchString(c.Name):
+				add("%s: container name %q is not one podman accepts ([a-zA-Z0-9][a-zA-Z0-9_.-]*)", where, c.Name)
+			case dup:
+				add("%s: container name %q is also %q's", where, c.Name, other)
+			default:
+				names[c.Name] = r.ID
 			}
 			if !digestImage.MatchString(c.Image) {
 				add("%s: image %q is not pinned by digest (want <repository>@sha256:<64 hex>)", where, c.Image)

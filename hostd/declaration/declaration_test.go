@@ -79,6 +79,8 @@ func TestParseRefuses(t *testing.T) {
 		{"a bad mode", edit(`"mode": "0644"`, `"mode": "644"`), "is not an octal mode"},
 		{"restartOn a later resource", edit("\"restartOn\": [\n          \"mosquitto/conf\"", `"restartOn": ["mosquitto/broker"`), "names no earlier resource"},
 		{"a duplicate id", edit(`"id": "mosquitto/conf"`, `"id": "mosquitto/data"`), "id appears twice"},
+		{"a container name twice", edit(`"name": "mosquitto-broker"`, `"name": "mosquitto-seed"`), `container name "mosquitto-seed" is also "mosquitto/seed"'s`},
+		{"a container name podman refuses", edit(`"name": "mosquitto-broker"`, `"name": "-broker/x"`), "is not one podman accepts"},
 		{"a bad sealed path", edit(`"sealed": "secrets/mosquitto-admin.age"`, `"sealed": "../key.age"`), "sealed path"},
 	}
 	for _, tc := range cases {
