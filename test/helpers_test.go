@@ -4,6 +4,7 @@
 package test
 
 import (
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -107,3 +108,5 @@ func newReconciler(t *testing.T, m *mesh, v *vaulttest.Vault, log io.Writer) (*l
 	t.Cleanup(func() { r.Close() })
 	return r, kp.Public
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
