@@ -8,7 +8,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sigstore/sigstore/pkg/signature"
@@ -213,5 +215,28 @@ func TestStaleTempFileIsCleared(t *testing.T) {
 	}
 	if readFile(t, f.path("a[1].conf")) != "whole" {
 		t.Fatal("not written")
+	}
+}
+
+// While one hostd applies, another cannot take the state lock; once it is
+// released, it can.
+func TestStateLock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	unlock, err := f.host.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := os.Open(filepath.Join(f.cfg.StateDir, "lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
+		t.Fatalf("a second lock while the first is held: %v", err)
+	}
+	unlock()
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatalf("the lock after release: %v", err)
 	}
 }
