@@ -128,6 +128,14 @@ func drift(o podman.Observed, s podman.Spec) []string {
 			env = append(env, k)
 		}
 	}
+	for k, v := range envFileVars(s.EnvFiles) {
+		if _, declared := s.Env[k]; declared {
+			continue // --env wins over --env-file
+		}
+		if got, ok := o.Env[k]; !ok || got != v {
+			env = append(env, k)
+		}
+	}
 	sort.Strings(env)
 	for _, k := range env {
 		diffs = append(diffs, "env "+k)
@@ -149,6 +157,28 @@ func drift(o podman.Observed, s podman.Spec) []string {
 		diffs = append(diffs, "ports")
 	}
 	return diffs
+}
+
+// envFileVars reads the variables of env-files hostd wrote in this apply, as
+// podman reads them: KEY=VALUE lines, # comments. Their values are compared,
+// never reported.
+func envFileVars(paths []string) map[string]string {
+	vars := map[string]string{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if k, v, ok := strings.Cut(line, "="); ok {
+				vars[k] = v
+			}
+		}
+	}
+	return vars
 }
 
 // step runs a run-once container to completion when its marker does not

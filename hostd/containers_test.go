@@ -114,10 +114,12 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 	name := f.cname("web")
 	data := f.path("data")
 	port := freePort(t)
-	d := f.decl(dirRes("m/data", data), ctrRes("m/web", declaration.Container{
+	envFile := f.path("web.env")
+	d := f.decl(dirRes("m/data", data), fileRes("m/env", envFile, "# the mode\nMODE=declared\n"), ctrRes("m/web", declaration.Container{
 		Name: name, Command: sleeper, Env: map[string]string{"GREETING": "hello"},
-		Mounts: []declaration.Mount{{Source: data, Target: "/data"}},
-		Ports:  []declaration.Port{{Host: port, Container: 8080}},
+		EnvFiles: []declaration.EnvFile{{File: "m/env", Reason: "the image reads MODE from its environment"}},
+		Mounts:   []declaration.Mount{{Source: data, Target: "/data"}},
+		Ports:    []declaration.Port{{Host: port, Container: 8080}},
 	}))
 	f.mustApply(d)
 	labels := func() []string {
@@ -139,7 +141,7 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 		args := append([]string{"run", "-d", "--pull=never", "--name", name, "--env", env}, l...)
 		f.mustPodman(append(append(args, extra...), image, "sleep", "3600")...)
 	}
-	same := []string{"--volume", data + ":/data", "--publish", fmt.Sprintf("%d:8080", port)}
+	same := []string{"--volume", data + ":/data", "--publish", fmt.Sprintf("%d:8080", port), "--env-file", envFile}
 	cases := []struct {
 		name   string
 		drift  func()
@@ -148,7 +150,8 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 		{"stopped by hand", func() { f.mustPodman("stop", "-t", "0", name) }, "was exited, started again"},
 		{"recreated with another env", func() { byHand(shared.image, "GREETING=bye", same...) }, "running configuration differed: env GREETING"},
 		{"recreated with another image", func() { byHand(shared.image2, "GREETING=hello", same...) }, "running configuration differed: image"},
-		{"recreated without its mount and port", func() { byHand(shared.image, "GREETING=hello") }, "running configuration differed: mounts, ports"},
+		{"recreated with another env-file value", func() { byHand(shared.image, "GREETING=hello", append(same, "--env", "MODE=mine")...) }, "running configuration differed: env MODE"},
+		{"recreated without its mount and port", func() { byHand(shared.image, "GREETING=hello", "--env-file", envFile) }, "running configuration differed: mounts, ports"},
 		{"recreated just as declared", func() { byHand(shared.image, "GREETING=hello", same...) }, ""},
 	}
 	for _, tc := range cases {
@@ -170,7 +173,7 @@ func TestContainerDriftIsCorrected(t *testing.T) {
 		if r.Reason != tc.reason {
 			t.Fatalf("%s: reason %q, want %q", tc.name, r.Reason, tc.reason)
 		}
-		if got := f.mustPodman("exec", name, "sh", "-c", "echo $GREETING"); got != "hello\n" {
+		if got := f.mustPodman("exec", name, "sh", "-c", "echo $GREETING $MODE"); got != "hello declared\n" {
 			t.Fatalf("%s: GREETING is %q after the apply", tc.name, got)
 		}
 		rep, _ = f.host.ApplyTarget(context.Background())
