@@ -18,9 +18,9 @@ type PlanOptions struct {
 	// Base is the repository before the change (a pull request's base); nil
 	// plans from nothing, so every resource is added.
 	Base *schema.Repo
-	// BaseNote, when set, says why there is no base (it did not load), and
-	// is shown in the plan.
-	BaseNote string
+	// Notes are shown at the top of the plan: why there is no base (it did
+	// not load), or why answers are missing.
+	Notes []string
 	// Head is the repository after the change.
 	Head *schema.Repo
 	// Previous is what the reconcile before Base decided (ports, seats,
@@ -40,8 +40,10 @@ type Plan struct {
 	// nothing would be delivered.
 	Resolves bool     `json:"resolves"`
 	Refused  []Reason `json:"refused,omitempty"`
-	// BaseNote says why the plan starts from nothing, when it does.
-	BaseNote string `json:"baseNote,omitempty"`
+	// Notes say what the plan could not take into account: a base that
+	// does not load or resolve (the plan then starts from nothing), answers
+	// that could not be read.
+	Notes []string `json:"notes,omitempty"`
 	// Waiting lists requirements waiting for a provider's answer.
 	Waiting []PlanWaiting `json:"waiting,omitempty"`
 	// Secrets that would be made, sealed to other nodes, or no longer used.
@@ -114,7 +116,7 @@ func (p *Plan) Changed() bool {
 // plans from nothing. The error is for what should not happen: a resolution
 // that renders a declaration hostd would refuse.
 func MakePlan(opts PlanOptions) (*Plan, error) {
-	p := &Plan{Mesh: opts.Head.Mesh.Name, BaseNote: opts.BaseNote, Nodes: []NodePlan{}}
+	p := &Plan{Mesh: opts.Head.Mesh.Name, Notes: opts.Notes, Nodes: []NodePlan{}}
 	// The base's resolution decides the head's ports and seats, so it comes
 	// first.
 	var base *Resolution
@@ -126,7 +128,7 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 			base = res
 			prev = &res.State
 		case errors.As(err, new(*Refusal)):
-			p.BaseNote = "the base does not resolve; the plan starts from nothing"
+			p.Notes = append(p.Notes, "the base does not resolve; the plan starts from nothing")
 		default:
 			return nil, fmt.Errorf("resolve base: %w", err)
 		}

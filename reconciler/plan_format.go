@@ -25,8 +25,8 @@ func (p *Plan) JSON() ([]byte, error) {
 func (p *Plan) Markdown() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "## meshgen plan for mesh `%s`\n\n", p.Mesh)
-	if p.BaseNote != "" {
-		fmt.Fprintf(&b, "> %s\n\n", p.BaseNote)
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "> %s\n\n", mdEscape(n))
 	}
 	if !p.Resolves {
 		fmt.Fprintf(&b, "**Refused**: %d %s. Nothing would be delivered to any node until every one is answered.\n\n",

@@ -86,12 +86,14 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 	switch {
 	case errors.As(baseErr, &probs):
 		opts.Base = nil
-		opts.BaseNote = fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1])
+		opts.Notes = append(opts.Notes, fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1]))
 	case baseErr != nil:
 		return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, baseErr)
 	}
+	// A node's unreadable report must not stop a review: its answers are
+	// missing (its consumers show as waiting), and the plan says why.
 	if opts.Answers, err = reportedAnswers(f.repo); err != nil {
-		return err
+		opts.Notes = append(opts.Notes, err.Error())
 	}
 	plan, err := reconciler.MakePlan(opts)
 	if err != nil {
