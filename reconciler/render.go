@@ -198,22 +198,28 @@ type renderer struct {
 	a      *Resolved
 	sealed SealedSecrets
 	out    []declaration.Resource
-	// secretFiles are the assignment's secret files a reader reads at start:
-	// path → resource ID.
-	secretFiles map[string]string
+	// secretFiles are the assignment's secret files a reader reads at start,
+	// in author order.
+	secretFiles []secretFile
 	// consumerFiles are the per-consumer files' IDs, for the provider's steps.
 	consumerFiles []string
 	consumersDir  string
 }
 
+// secretFile is a secret file resource and where it is on the host.
+type secretFile struct{ path, id string }
+
 func renderAssignment(a *Resolved, sealed SealedSecrets) ([]declaration.Resource, error) {
-	r := &renderer{a: a, sealed: sealed, secretFiles: map[string]string{}}
+	r := &renderer{a: a, sealed: sealed, out: make([]declaration.Resource, 0, len(a.Definition.Resources))}
 	if err := r.consumers(); err != nil {
 		return nil, err
 	}
-	skipped := map[string]bool{}
-	for _, s := range a.Skipped {
-		skipped[s] = true
+	var skipped map[string]bool
+	if len(a.Skipped) > 0 {
+		skipped = map[string]bool{}
+		for _, s := range a.Skipped {
+			skipped[s] = true
+		}
 	}
 	var errs []error
 	for i := range a.Definition.Resources {
@@ -386,7 +392,7 @@ func (r *renderer) file(src *schema.Resource) (*declaration.File, error) {
 	}
 	f.Mode = mode(src.Mode, "0600")
 	if r.readsAtStart(refs[0].Requirement) {
-		r.secretFiles[p] = r.id(src.Name())
+		r.secretFiles = append(r.secretFiles, secretFile{path: p, id: r.id(src.Name())})
 	}
 	return f, nil
 }
@@ -462,11 +468,10 @@ func (r *renderer) container(src *schema.Resource) (*declaration.Container, erro
 	// Derived restarts (design 27, "Rotation"): a secret file read at start
 	// inside a directory this container mounts recreates it.
 	for _, m := range c.Mounts {
-		for _, p := range sortedKeys(r.secretFiles) {
-			id := r.secretFiles[p]
-			if strings.HasPrefix(p, m.Source+"/") && !seen[id] {
-				seen[id] = true
-				c.RestartOn = append(c.RestartOn, id)
+		for _, f := range r.secretFiles {
+			if strings.HasPrefix(f.path, m.Source+"/") && !seen[f.id] {
+				seen[f.id] = true
+				c.RestartOn = append(c.RestartOn, f.id)
 			}
 		}
 	}
