@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 )
 
 // These tests build repositories in Go, for the refusals the loader already
@@ -336,5 +337,51 @@ func TestPerConsumerSecretBothRecipients(t *testing.T) {
 	pg := assignment(res, "pg@n1")
 	if len(pg.Serves) != 1 || pg.Serves[0].Secret != "db.app@n2.db" || pg.Serves[0].Identity.Login != "app__n2" {
 		t.Fatalf("pg serves %+v", pg.Serves)
+	}
+}
+
+// TestRestartsAreDerived: a secret read at start, in a directory a container
+// mounts, recreates the container without a declared restartOn; an applied
+// secret (taken by a provisioner) restarts nothing (design 27, "Rotation").
+func TestRestartsAreDerived(t *testing.T) {
+	repo := goRepo()
+	app := repo.Modules["app"]
+	app.Requires[4].Restart = "applied" // key: applied; db: read at start
+	res := mustResolve(t, repo, ResolveOptions{})
+	decls, err := Render(res, Unsealed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var server *declaration.Container
+	for _, r := range decls["n2"].Resources {
+		if r.ID == "app/server" {
+			server = r.Container
+		}
+	}
+	if server == nil {
+		t.Fatal("no app/server on n2")
+	}
+	if !reflect.DeepEqual(server.RestartOn, []string{"app/pw"}) {
+		t.Fatalf("app/server restartOn = %v, want [app/pw]: the read-at-start secret only", server.RestartOn)
+	}
+	var key *Recipient
+	for _, s := range res.Secrets {
+		if s.Name == "app@n2.key" {
+			key = &s.Recipients[0]
+		}
+	}
+	if key == nil || key.Role != Applier {
+		t.Fatalf("app@n2.key recipient %+v, want an applier", key)
+	}
+}
+
+// TestFifthProviderKindIsRefused: the four kinds are a closed set.
+func TestFifthProviderKindIsRefused(t *testing.T) {
+	repo := goRepo()
+	repo.Modules["app"].Requires = append(repo.Modules["app"].Requires, schema.Requirement{Name: "x", Provider: "oracle"})
+	_, err := Resolve(repo, ResolveOptions{})
+	var ref *Refusal
+	if !errors.As(err, &ref) || len(ref.Reasons) != 1 || !strings.Contains(ref.Reasons[0].Message, `provider kind "oracle" is not one of module, host, mesh, operator`) {
+		t.Fatalf("got %v", err)
 	}
 }
