@@ -14,7 +14,8 @@ import (
 type ResolveOptions struct {
 	// Previous is the State of the last resolution that was committed; nil
 	// for the first. Ports in it never move, and a mesh-vault or mesh-broker
-	// holder that differs from it is a move (break-glass).
+	// holder that differs from its Seats is a move (break-glass); with no
+	// Seats (nil), moves are not checked.
 	Previous *State
 	// Answers are the providers' answers hostd reported on status/<node>.
 	Answers Answers
@@ -360,7 +361,7 @@ func (r *resolver) checkSeats() {
 			}
 		}
 		r.res.State.Seats[seat] = hs[0].ID
-		if seat != schema.SeatVault && seat != schema.SeatBroker || r.opts.Previous == nil {
+		if seat != schema.SeatVault && seat != schema.SeatBroker || r.opts.Previous == nil || r.opts.Previous.Seats == nil {
 			continue
 		}
 		prev := r.opts.Previous.Seats[seat]
