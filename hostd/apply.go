@@ -21,7 +21,7 @@ func (h *Host) ApplyTarget(ctx context.Context) (declaration.Report, error) {
 	t, err := h.loadTarget()
 	if errors.Is(err, fs.ErrNotExist) {
 		rep := declaration.Report{Mesh: h.cfg.Mesh, Node: h.cfg.Node, Time: time.Now().UTC()}
-		return rep, errors.New("no declaration has verified yet: nothing to apply")
+		return rep, fmt.Errorf("no declaration for node %q has verified yet: nothing to apply (has the reconciler written node/%s?)", h.cfg.Node, h.cfg.Node)
 	}
 	if err != nil {
 		return declaration.Report{}, err

@@ -157,6 +157,7 @@ func escapeGlob(s string) string {
 // writeAtomic writes a file so that a reader (or a crash) sees the old
 // content or the new, never a part: a temporary file beside it, mode and
 // owner set before any content lands, fsync, rename, fsync of the directory.
+// Errors name the target, never the temporary file.
 func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -168,9 +169,12 @@ func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err 
 			os.Remove(s)
 		}
 	}
+	fail := func(what string, err error) error {
+		return fmt.Errorf("write %s: %s: %w", path, what, bare(err))
+	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempSuffix+"*")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("create a temporary file beside it", err)
 	}
 	defer func() {
 		if err != nil {
@@ -179,30 +183,44 @@ func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err 
 		}
 	}()
 	if err := tmp.Chmod(mode); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("set mode", err)
 	}
 	if uid >= 0 {
 		if err := tmp.Chown(uid, gid); err != nil {
-			return fmt.Errorf("write %s: set owner %d:%d: %w", path, uid, gid, err)
+			return fail(fmt.Sprintf("set owner %d:%d", uid, gid), err)
 		}
 	}
 	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("write", err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("sync", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("close", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return fail("rename into place", err)
 	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
 		d.Close()
 	}
 	return nil
+}
+
+// bare drops the path an *os.PathError or *os.LinkError carries (a
+// temporary file's), keeping the cause.
+func bare(err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		return pe.Err
+	case errors.As(err, &le):
+		return le.Err
+	}
+	return err
 }
 
 // directory makes a directory with its mode and owner. hostd never deletes

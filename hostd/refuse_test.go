@@ -240,3 +240,25 @@ func TestStateLock(t *testing.T) {
 		t.Fatalf("the lock after release: %v", err)
 	}
 }
+
+// A write that fails says which file, and why, but not the temporary file's
+// name.
+func TestWriteErrorNamesTheTarget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	target := f.path("ro/x.conf")
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A directory in the way of the rename.
+	if err := os.MkdirAll(target+"/inside", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := writeAtomic(target, []byte("x"), 0o644, -1, -1)
+	if err == nil || !strings.Contains(err.Error(), "write "+target+": rename into place: ") || strings.Contains(err.Error(), tempSuffix) {
+		t.Fatalf("error %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Dir(target) + "/.*" + tempSuffix + "*"); len(left) != 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
