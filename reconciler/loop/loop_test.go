@@ -294,3 +294,47 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchSeesARotation: an operator's rotation changes no ref, yet the
+// watching reconciler renders it at its next look.
+func TestWatchSeesARotation(t *testing.T) {
+	m := newMesh(t)
+	kp, err := testKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vaulttest.Start(t)
+	r, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	outcomes := make(chan *Outcome, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Watch(ctx, WatchOptions{Interval: 100 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
+			if err != nil {
+				t.Errorf("reconcile: %v", err)
+			}
+			outcomes <- o
+		}})
+	}()
+	<-outcomes
+	if _, err := v.Client.Rotate(context.Background(), "mosquitto@n1.admin"); err != nil {
+		t.Fatal(err)
+	}
+	o := <-outcomes
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.Written, []string{"n1"}) {
+		t.Fatalf("after the rotation wrote %v, want [n1]", o.Written)
+	}
+}

@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -28,10 +30,12 @@ type WatchOptions struct {
 	Reconciled func(*Outcome, error)
 }
 
-// Watch reconciles now and then after every change of main or of a
-// status/<node> branch (a provider's answer arrives there), until ctx ends.
-// A local bare repository is watched with fsnotify on its refs and
-// packed-refs; a remote is polled every Interval. A failed reconcile is
+// Watch reconciles now and then after every change of main, of a
+// status/<node> branch (a provider's answer or a confirmation arrives
+// there) or of vaultd's secrets (a version or a rotation's phase: an
+// operator's rotation, a maximum age), until ctx ends. A local bare
+// repository is watched with fsnotify on its refs and packed-refs and looked
+// at every Interval; a remote is polled every Interval. A failed reconcile is
 // logged and retried at the next change or interval; only ctx ends Watch.
 func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
 	if opts.Interval <= 0 {
@@ -56,7 +60,7 @@ func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
 	}
 	ticker := time.NewTicker(opts.Interval)
 	defer ticker.Stop()
-	last := ""
+	var lastRefs, lastVault string
 	run := func() {
 		if r.remote != nil {
 			if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*"); err != nil {
@@ -64,18 +68,29 @@ func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
 				return
 			}
 		}
-		fp, err := fingerprint(r.dir)
+		refs, err := fingerprint(r.dir)
 		if err != nil {
 			r.log.Error("read refs", "error", err.Error())
 			return
 		}
-		if fp == last {
+		vault, err := r.vaultDigest(ctx)
+		if err != nil {
+			r.log.Error("vault status", "error", err.Error())
+			return
+		}
+		if refs == lastRefs && vault == lastVault {
 			return
 		}
 		out, err := r.Once(ctx)
 		if err == nil || out.Refused {
-			// A refused main is not retried until it changes.
-			last = fp
+			// Done (a refused main is not retried until something
+			// changes). The vault is read again after the reconcile: the
+			// secrets it made change it.
+			lastRefs = refs
+			var verr error
+			if lastVault, verr = r.vaultDigest(ctx); verr != nil {
+				lastVault = ""
+			}
 		}
 		if opts.Reconciled != nil {
 			opts.Reconciled(out, err)
@@ -172,4 +187,27 @@ func fingerprint(dir string) (string, error) {
 	})
 	sort.Strings(parts)
 	return strings.Join(parts, "\n"), err
+}
+
+// vaultDigest names the state of vaultd's secrets that changes what is
+// sealed: each secret's version and rotation phase. A vault that is not a
+// [Rotator] has none.
+func (r *Reconciler) vaultDigest(ctx context.Context) (string, error) {
+	rot, ok := r.opts.Vault.(Rotator)
+	if !ok {
+		return "", nil
+	}
+	st, err := rot.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, s := range st.Secrets {
+		fmt.Fprintf(h, "%s %d", s.Name, s.Version)
+		if s.Rotation != nil {
+			fmt.Fprintf(h, " %s %d %d %d", s.Rotation.Phase, s.Rotation.To, len(s.Rotation.WaitsOn), len(s.Rotation.Confirmed))
+		}
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
