@@ -153,7 +153,7 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 	case err != nil:
 		return declaration.Report{}, err
 	default:
-		_, aerr := h.adopt(st, br)
+		_, aerr := h.adopt(br)
 		var r *Refusal
 		if aerr != nil && !errors.As(aerr, &r) {
 			// Not a verdict on the declaration (a disk error): try again

@@ -87,7 +87,7 @@ func (h *Host) loadTarget() (*target, error) {
 
 // adopt verifies br and, when it is newer than the target, makes it the
 // target. A refusal leaves the target as it was.
-func (h *Host) adopt(_ *state, br Branch) (*declaration.Declaration, error) {
+func (h *Host) adopt(br Branch) (*declaration.Declaration, error) {
 	d, last, err := h.check(br)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (h *Host) check(br Branch) (*declaration.Declaration, Last, error) {
 // converges to, as a fetch would; [Host.ApplyTarget] then applies it. It
 // returns a [*Refusal] when the content cannot be trusted.
 func (h *Host) Adopt(br Branch) error {
-	_, err := h.adopt(nil, br)
+	_, err := h.adopt(br)
 	return err
 }
 
