@@ -380,3 +380,23 @@ func TestNextWait(t *testing.T) {
 		}
 	}
 }
+
+// A state directory that lost target.json fetches the branch again, though
+// it did not move, and applies it.
+func TestLostTargetIsFetchedAgain(t *testing.T) {
+	t.Parallel()
+	g := newGitRemote(t)
+	f := newFixture(t, fixtureOptions{Remote: g.fileURL()})
+	g.publish("n1", f.branch(f.decl(fileRes("m/a", f.path("a.conf"), "a=1"))))
+	if _, err := f.host.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(f.cfg.StateDir, targetFile)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := f.host.Once(context.Background())
+	if err != nil || rep.Attempted != 1 {
+		t.Fatalf("after losing the target: %v, %+v", err, rep)
+	}
+	expectOutcome(t, rep, "m/a", declaration.Unchanged)
+}

@@ -43,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,7 +137,11 @@ func (h *Host) Once(ctx context.Context) (declaration.Report, error) {
 		return declaration.Report{}, err
 	}
 	var refusal error
-	br, err := h.Fetch(ctx, st.Fetched)
+	have := st.Fetched
+	if _, terr := h.loadTarget(); errors.Is(terr, fs.ErrNotExist) && st.Refused == "" {
+		have = "" // nothing adopted (or target.json was lost): fetch again
+	}
+	br, err := h.Fetch(ctx, have)
 	switch {
 	case errors.Is(err, ErrNothingNew):
 		if st.Refused != "" {
