@@ -80,6 +80,7 @@ type Error struct {
 	HintText string
 }
 
+// Error returns "vaultd: " and the message.
 func (e *Error) Error() string { return fmt.Sprintf("vaultd: %s", e.Message) }
 
 // Hint says what would fix the error (printed by meshgen after the error).
