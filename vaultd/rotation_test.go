@@ -387,3 +387,54 @@ func TestMaxAge(t *testing.T) {
 		t.Fatalf("sealed past its maximum age: %+v", resp.Rotation)
 	}
 }
+
+// TestOneNodeBothRoles: the provider and its consumer on one node. The node
+// is an applier and a reader, each confirmed in its own role.
+func TestOneNodeBothRoles(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	node := vaulttest.NewNode(t)
+	req := client.SealRequest{Name: "db/local", Spec: client.Spec{Rotation: client.TwoParty}, Appliers: recipients(node), Recipients: recipients(node)}
+	if _, err := v.Client.Seal(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Client.Rotate(ctx, "db/local"); err != nil {
+		t.Fatal(err)
+	}
+	confirm := client.ConfirmRequest{Name: "db/local", Recipient: node.Recipient().String(), Version: 2}
+	if _, err := v.Client.ConfirmRead(ctx, confirm); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("the node confirmed as reader while applying: %v", err)
+	}
+	rot, err := v.Client.ConfirmApplied(ctx, confirm)
+	if err != nil || rot.Phase != client.PhaseReading || rot.WaitsOn[0].Role != client.RoleReader {
+		t.Fatalf("after applying: %v %+v", err, rot)
+	}
+	if rot, err = v.Client.ConfirmRead(ctx, confirm); err != nil || rot.Phase != client.PhaseRetiring {
+		t.Fatalf("after reading: %v %+v", err, rot)
+	}
+	confirm.Version = 1
+	if rot, err = v.Client.ConfirmRetired(ctx, confirm); err != nil || rot.Phase != client.PhaseDone {
+		t.Fatalf("after retiring: %v %+v", err, rot)
+	}
+}
+
+// TestKindChange: a one-party secret asked for as two-party while idle takes
+// slot A and keeps its value; while a rotation runs, the change is refused.
+func TestKindChange(t *testing.T) {
+	ctx := context.Background()
+	v := vaulttest.Start(t)
+	m := newMesh(t, v, "app/token", client.Spec{}, 1)
+	before := m.readerHolds(m.seal(), 0)
+	m.req.Spec.Rotation = client.TwoParty
+	after := m.readerHolds(m.seal(), 0)
+	if after.slot != client.SlotA || after.value != before.value || after.version != before.version {
+		t.Fatalf("one-party %+v became two-party %+v", before, after)
+	}
+	if _, err := v.Client.Rotate(ctx, "app/token"); err != nil {
+		t.Fatal(err)
+	}
+	m.req.Spec.Rotation = client.OneParty
+	if _, err := v.Client.Seal(ctx, m.req); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("a kind change mid-rotation: %v", err)
+	}
+}
