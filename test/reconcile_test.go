@@ -67,6 +67,23 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 		t.Errorf("node/%s generation %d, want 2", consumer, d.Generation)
 	}
 
+	// The provider's answer changes (it moved, or made a new root): the
+	// consumer follows (ADR 0099).
+	fields = map[string]string{}
+	for _, f := range w.Fields {
+		fields[f] = "-----BEGIN CERTIFICATE-----MIIB-second-root-----END CERTIFICATE-----"
+	}
+	rep.Answers = map[string]map[string]string{w.Answer: fields}
+	body, _ = json.Marshal(rep)
+	m.pushReport(t, provider, body)
+	if _, err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after = gitRun(t, m.bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	if !strings.Contains(after, "MIIB-second-root") || strings.Contains(after, "MIIB-test-root") {
+		t.Fatalf("node/%s does not follow the provider's new answer", consumer)
+	}
+
 	// status reflects the report: the provider applied generation 1.
 	nodes, err := status.Read(m.bare, status.ReadOptions{})
 	if err != nil {

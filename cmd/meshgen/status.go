@@ -2,17 +2,21 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler/branch"
+	"github.com/meshgen/meshgen/reconciler/loop"
 	"github.com/meshgen/meshgen/reconciler/status"
 )
 
 // statusFlags are `meshgen status`'s options.
 type statusFlags struct {
-	repo, format string
+	repo, format, cacheDir string
 	staleAfter   int
 	interval     time.Duration
 }
@@ -32,13 +36,15 @@ unless --interval is given).
 Exit status: 0 when every node is current or catching up, 1 when any node
 failed, was refused or is stale.`,
 		Example: `  meshgen status --repo /srv/mesh.git
+  meshgen status --repo https://git.example/mesh.git
   meshgen status --repo /srv/mesh.git --format json --stale-after 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runStatus(cmd, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository (bare or a work tree)")
+	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository: a directory (bare or a work tree) or a git URL")
+	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where a remote repository is cached (default: the user cache directory)")
 	cmd.Flags().StringVar(&f.format, "format", "text", "output format: text or json")
 	cmd.Flags().IntVar(&f.staleAfter, "stale-after", 3, "poll intervals without a report after which a node is stale (0: never)")
 	cmd.Flags().DurationVar(&f.interval, "interval", 0, "hostd's poll interval (default: mesh.yaml's pollInterval, else 1m)")
@@ -49,15 +55,37 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 	if f.format != "text" && f.format != "json" {
 		return fmt.Errorf("format %q is not text or json", f.format)
 	}
+	dir := f.repo
+	if loop.IsRemote(f.repo) {
+		if f.cacheDir == "" {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				return fmt.Errorf("no cache directory for %s: give --cache-dir", f.repo)
+			}
+			f.cacheDir = filepath.Join(base, "meshgen", "status-"+safeName(f.repo))
+		}
+		rem, err := branch.OpenRemote(f.repo, branch.RemoteOptions{CacheDir: f.cacheDir})
+		if err != nil {
+			return err
+		}
+		defer rem.Close()
+		if err := rem.Fetch(cmd.Context(), "refs/heads/node/*", "refs/heads/status/*"); err != nil {
+			return err
+		}
+		// main only gives the poll interval: a repository without it (or
+		// an unreachable one) falls back to the default.
+		_ = rem.Fetch(cmd.Context(), branch.MainRef)
+		dir = rem.CacheDir()
+	}
 	if f.interval == 0 {
 		f.interval = time.Minute
-		if repo, err := schema.LoadRef(f.repo, "refs/heads/main"); err == nil && repo.Mesh.Defaults.PollInterval != "" {
+		if repo, err := schema.LoadRef(dir, branch.MainRef); err == nil && repo.Mesh.Defaults.PollInterval != "" {
 			if d, err := time.ParseDuration(repo.Mesh.Defaults.PollInterval); err == nil {
 				f.interval = d
 			}
 		}
 	}
-	nodes, err := status.Read(f.repo, status.ReadOptions{})
+	nodes, err := status.Read(dir, status.ReadOptions{})
 	if err != nil {
 		return err
 	}
