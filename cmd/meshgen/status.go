@@ -17,8 +17,8 @@ import (
 // statusFlags are `meshgen status`'s options.
 type statusFlags struct {
 	repo, format, cacheDir string
-	staleAfter   int
-	interval     time.Duration
+	staleAfter             int
+	interval               time.Duration
 }
 
 func newStatusCmd() *cobra.Command {
