@@ -119,4 +119,3 @@ func safeName(s string) string {
 	}
 	return string(b)
 }
-
