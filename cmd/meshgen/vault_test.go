@@ -25,8 +25,8 @@ import (
 )
 
 // TestVaultScripts runs testdata/script/vault_*.txtar against the real vaultd
-// binary, built here and put on PATH. (TestScripts runs them too, where
-// vaultd is not on PATH, and they skip.)
+// binary, built here and put on PATH. (TestScripts runs them too, without
+// $VAULTD, and they skip.)
 func TestVaultScripts(t *testing.T) {
 	bin := t.TempDir()
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshgen/meshgen/cmd/vaultd").CombinedOutput(); err != nil {
@@ -48,6 +48,10 @@ func TestVaultScripts(t *testing.T) {
 			}
 			env.Defer(func() { os.RemoveAll(d) })
 			env.Setenv("SOCK", filepath.Join(d, "vault.sock"))
+			// Scripts run only where $VAULTD is set: [exec:vaultd] would not
+			// do, testscript caches it per process by name, and TestScripts
+			// (run first, without vaultd) would decide for every test.
+			env.Setenv("VAULTD", filepath.Join(bin, "vaultd"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
