@@ -69,12 +69,12 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			opts.Base, baseErr = schema.LoadRef(f.repo, f.base)
+			opts.Base, baseErr = reconciler.ReadRef(f.repo, f.base)
 		}()
 	}
 	var err error
 	if f.head != "" {
-		opts.Head, err = schema.LoadRef(f.repo, f.head)
+		opts.Head, err = reconciler.ReadRef(f.repo, f.head)
 	} else {
 		opts.Head, err = schema.LoadDir(f.repo)
 	}
