@@ -96,6 +96,7 @@ type commitInfo struct {
 	node       string
 	generation uint64
 	source     string
+	content    string        // contentDigest of the declaration
 	parent     plumbing.Hash // zero for a branch's first commit
 	when       time.Time
 	author     object.Signature
@@ -107,7 +108,7 @@ func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, erro
 	c := &object.Commit{
 		Author:    sig,
 		Committer: sig,
-		Message:   commitMessage(ci.node, ci.generation, ci.source),
+		Message:   commitMessage(ci.node, ci.generation, ci.source, ci.content),
 		TreeHash:  tree,
 	}
 	if !ci.parent.IsZero() {
@@ -120,9 +121,10 @@ func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, erro
 	return o.add(obj)
 }
 
-// commitMessage names the node, the generation and the source commit on main.
-func commitMessage(node string, generation uint64, source string) string {
-	return fmt.Sprintf("node %s: generation %d\n\nSource: %s\n", node, generation, source)
+// commitMessage names the node, the generation, the source commit on main
+// and the declaration's content digest (see contentDigest).
+func commitMessage(node string, generation uint64, source, content string) string {
+	return fmt.Sprintf("node %s: generation %d\n\nSource: %s\nContent: %s\n", node, generation, source, content)
 }
 
 // nodeTree stores one node's files: declaration.json, its signature and

@@ -17,6 +17,7 @@ type tip struct {
 	generation uint64
 	source     string
 	decl       plumbing.Hash            // blob hash of declaration.json
+	content    string                   // the commit's content digest, if it states one
 	secrets    map[string]plumbing.Hash // "secrets/<id>.age" → blob hash
 }
 
@@ -57,8 +58,8 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 	// The writer states the generation and source in its commit message;
 	// reading them there spares decompressing every declaration. A commit
 	// the writer did not make is read the long way.
-	if gen, src, ok := parseMessage(c.Message, node); ok {
-		t.generation, t.source = gen, src
+	if m, ok := parseMessage(c.Message, node); ok {
+		t.generation, t.source, t.content = m.generation, m.source, m.content
 		return t, nil
 	}
 	blob, err := object.GetBlob(s, t.decl)
@@ -158,19 +159,30 @@ func readHead(r io.Reader) (declHead, error) {
 	return h, nil
 }
 
-// parseMessage reads the generation and source from a message
-// [commitMessage] wrote for node.
-func parseMessage(msg, node string) (generation uint64, source string, ok bool) {
+// message is what a commit message [commitMessage] wrote states.
+type message struct {
+	generation      uint64
+	source, content string
+}
+
+// parseMessage reads a message [commitMessage] wrote for node; content is
+// empty when the message states none (an older writer's).
+func parseMessage(msg, node string) (message, bool) {
 	subject, rest, _ := strings.Cut(msg, "\n")
-	var gen uint64
+	var m message
 	var n string
-	if c, err := fmt.Sscanf(subject, "node %s generation %d", &n, &gen); err != nil || c != 2 || n != node+":" {
-		return 0, "", false
+	if c, err := fmt.Sscanf(subject, "node %s generation %d", &n, &m.generation); err != nil || c != 2 || n != node+":" {
+		return message{}, false
 	}
 	for line := range strings.SplitSeq(rest, "\n") {
-		if src, found := strings.CutPrefix(line, "Source: "); found && src != "" {
-			return gen, src, true
+		if v, ok := strings.CutPrefix(line, "Source: "); ok {
+			m.source = v
+		} else if v, ok := strings.CutPrefix(line, "Content: "); ok {
+			m.content = v
 		}
 	}
-	return 0, "", false
+	if m.source == "" {
+		return message{}, false
+	}
+	return m, true
 }

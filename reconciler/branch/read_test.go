@@ -17,20 +17,20 @@ func TestParseMessage(t *testing.T) {
 	src := "0123456789abcdef0123456789abcdef01234567"
 	tests := []struct {
 		msg, node string
-		gen       uint64
-		src       string
+		want      message
 		ok        bool
 	}{
-		{commitMessage("n1", 7, src), "n1", 7, src, true},
-		{commitMessage("n1", 7, src), "n2", 0, "", false},
-		{"node n1: generation x\n\nSource: " + src + "\n", "n1", 0, "", false},
-		{"node n1: generation 3\n", "n1", 0, "", false},
-		{"an operator's commit\n", "n1", 0, "", false},
+		{commitMessage("n1", 7, src, "c0ffee"), "n1", message{7, src, "c0ffee"}, true},
+		{"node n1: generation 7\n\nSource: " + src + "\n", "n1", message{7, src, ""}, true},
+		{commitMessage("n1", 7, src, "c0ffee"), "n2", message{}, false},
+		{"node n1: generation x\n\nSource: " + src + "\n", "n1", message{}, false},
+		{"node n1: generation 3\n", "n1", message{}, false},
+		{"an operator's commit\n", "n1", message{}, false},
 	}
 	for _, tt := range tests {
-		gen, s, ok := parseMessage(tt.msg, tt.node)
-		if gen != tt.gen || s != tt.src || ok != tt.ok {
-			t.Errorf("parseMessage(%q, %q) = %d, %q, %v; want %d, %q, %v", tt.msg, tt.node, gen, s, ok, tt.gen, tt.src, tt.ok)
+		got, ok := parseMessage(tt.msg, tt.node)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseMessage(%q, %q) = %+v, %v; want %+v, %v", tt.msg, tt.node, got, ok, tt.want, tt.ok)
 		}
 	}
 }
