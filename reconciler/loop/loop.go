@@ -14,7 +14,10 @@
 // returned error (a *reconciler.Refusal or schema.Problems) lists every
 // reason. Providers' answers reported by hostd on status/<node> are handed to
 // resolution, so a consumer waits until its provider has answered and then
-// receives the answer (design 27).
+// receives the answer (design 27). The same reports drive vaultd's
+// rotations to the end (driveRotations, ADR 0114). What a resolution decided
+// that the next must keep (ports, seat holders, public names) is recorded on
+// branch meshgen/state and handed back as the previous state.
 package loop
 
 import (
