@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 )
@@ -64,5 +66,17 @@ func TestReadRefReadsWhatLoadRefReads(t *testing.T) {
 		if errLoad == nil || errRead == nil || errLoad.Error() != errRead.Error() {
 			t.Fatalf("%s: a missing ref: LoadRef says %v, ReadRef says %v", dir, errLoad, errRead)
 		}
+	}
+}
+
+// TestMemFS checks the in-memory file system ReadRef loads from against the
+// standard library's conformance test.
+func TestMemFS(t *testing.T) {
+	m := newMemFS(time.Unix(1, 0))
+	for _, f := range []string{"mesh.yaml", "nodes/n1.yaml", "nodes/n2.yaml", "catalog/modules/a/module.yaml", "assignments/n1/a.yaml"} {
+		m.add(f, []byte("x: "+f+"\n"))
+	}
+	if err := fstest.TestFS(m, "mesh.yaml", "nodes/n2.yaml", "catalog/modules/a/module.yaml", "assignments/n1/a.yaml"); err != nil {
+		t.Fatal(err)
 	}
 }
