@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"github.com/go-git/go-git/v5/storage/memory"
 )
 
 // ErrNothingNew is returned by [Host.Fetch] when branch node/<name> still
@@ -36,9 +38,17 @@ func StatusBranch(node string) plumbing.ReferenceName {
 
 const cacheRemote = "origin"
 
-// cache opens (or makes) the bare repository hostd fetches into.
-func (h *Host) cache() (*git.Repository, error) {
+// cache opens the bare repository hostd fetches into; fresh makes it empty
+// first. The cache holds nothing hostd needs between polls (what verified is
+// kept in target.json), so each fetch of something new starts it afresh and
+// it never grows past one commit.
+func (h *Host) cache(fresh bool) (*git.Repository, error) {
 	dir := h.statePath("git")
+	if fresh {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("clear git cache %s: %w", dir, err)
+		}
+	}
 	repo, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		repo, err = git.PlainInitWithOptions(dir, &git.PlainInitOptions{Bare: true})
@@ -90,9 +100,10 @@ func (h *Host) auth(url string) (transport.AuthMethod, error) {
 // returns [ErrNothingNew] when the branch still points at have, so a poll
 // with nothing new transfers no objects and changes nothing.
 func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
-	repo, err := h.cache()
+	// Listing needs no objects: an in-memory repository will do.
+	repo, err := git.Init(memory.NewStorage(), nil)
 	if err != nil {
-		return Branch{}, err
+		return Branch{}, fmt.Errorf("list refs: %w", err)
 	}
 	auth, err := h.auth(h.cfg.Remote)
 	if err != nil {
@@ -116,6 +127,10 @@ func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
 	case head.String() == have:
 		return Branch{}, ErrNothingNew
 	}
+	if repo, err = h.cache(true); err != nil {
+		return Branch{}, err
+	}
+	remote = git.NewRemote(repo.Storer, &config.RemoteConfig{Name: cacheRemote, URLs: []string{h.cfg.Remote}})
 	local := plumbing.ReferenceName("refs/remotes/" + cacheRemote + "/" + branch.Short())
 	err = remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: cacheRemote,

@@ -209,6 +209,19 @@ func TestFetchOnlyTheNodeBranch(t *testing.T) {
 			if after := objectCount(t, repo); after != before {
 				t.Fatalf("a poll with nothing new changed the cache: %d objects, then %d", before, after)
 			}
+
+			// Something new: the cache starts afresh, and never grows past one commit.
+			next := g.publish("n1", f.branch(f.decl(fileRes("m/a", f.path("a"), "newer"))))
+			if got, err := f.host.Fetch(context.Background(), head); err != nil || got.Commit != next {
+				t.Fatalf("fetch of the next commit: %v, %s", err, got.Commit)
+			}
+			repo, err = git.PlainOpen(filepath.Join(f.cfg.StateDir, "git"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := repo.CommitObject(plumbing.NewHash(head)); !errors.Is(err, plumbing.ErrObjectNotFound) {
+				t.Fatalf("the cache kept the previous commit: %v", err)
+			}
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
 )
@@ -56,9 +57,11 @@ func writeFileAtomic(path string, data []byte) error {
 // when it was read, and the server refuses it when the branch moved since, so
 // it never clobbers; the next apply pushes again.
 func (h *Host) PushReport(ctx context.Context, rep declaration.Report) error {
-	repo, err := h.cache()
+	// The commit is built in memory: it has no parent, and nothing of it is
+	// needed once pushed.
+	repo, err := git.Init(memory.NewStorage(), nil)
 	if err != nil {
-		return err
+		return fmt.Errorf("push report: %w", err)
 	}
 	auth, err := h.auth(h.cfg.PushURL)
 	if err != nil {
