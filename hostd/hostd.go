@@ -33,7 +33,8 @@
 //	target.json   the newest branch content that verified (ciphertext only)
 //	refused.json  the last branch content refused, to say why on each poll
 //	report.json   the last report ([declaration.Report]), read by `hostd status`
-//	git/          the shallow cache node/<name> is fetched into
+//	git/          the shallow cache node/<name> is fetched into: only the
+//	              last commit fetched, started afresh on each fetch
 //	lock          held while applying
 //
 // A crash at any point leaves these consistent: the next apply converges.
