@@ -2,6 +2,8 @@ package reconciler_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"syscall"
 	"testing"
 
@@ -136,6 +138,74 @@ func BenchmarkPlanFromDisk(b *testing.B) {
 			baseRepo, baseErr = schema.LoadDir(dir + "/base")
 		}()
 		headRepo, err := schema.LoadDir(dir + "/head")
+		<-done
+		if err != nil || baseErr != nil {
+			b.Fatal(err, baseErr)
+		}
+		p, err := reconciler.MakePlan(reconciler.PlanOptions{Base: baseRepo, Head: headRepo, Answers: head.Answers})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !p.Resolves || !p.Changed() {
+			b.Fatalf("plan resolves=%v changed=%v", p.Resolves, p.Changed())
+		}
+		_ = p.Markdown()
+	}
+}
+
+// BenchmarkPlanFromGit is `meshgen plan --base main --head pr` on a real git
+// repository holding the synthetic mesh of 1,000 nodes × 20 assignments at
+// two commits, one assignment apart: both refs read side by side, resolved,
+// rendered, compared and written as markdown.
+func BenchmarkPlanFromGit(b *testing.B) {
+	base := synthMesh(b, 1000, 20)
+	head := synthMesh(b, 1000, 20)
+	for _, a := range head.Repo.Assignments {
+		if a.Node == "n500" && a.Module == "gitea" {
+			a.Values = map[string]string{"public-name": "renamed.example.org"}
+		}
+	}
+	dir := b.TempDir()
+	repo := dir + "/mesh"
+	git := func(args ...string) {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=b", "-c", "user.email=b@example.org"}, args...)...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if err := synth.WriteDir(base, "../examples/lab", repo); err != nil {
+		b.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	git("add", ".")
+	git("commit", "-q", "-m", "base")
+	git("checkout", "-q", "-b", "pr")
+	if err := os.RemoveAll(repo + "/assignments"); err != nil {
+		b.Fatal(err)
+	}
+	if err := synth.WriteDir(head, "../examples/lab", dir+"/head"); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Rename(dir+"/head/assignments", repo+"/assignments"); err != nil {
+		b.Fatal(err)
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "head")
+	git("gc", "-q")
+	b.ReportAllocs()
+	b.ResetTimer()
+	defer reportCPU(b)()
+	for b.Loop() {
+		var baseRepo *schema.Repo
+		var baseErr error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			baseRepo, baseErr = reconciler.ReadRef(repo, "main")
+		}()
+		headRepo, err := reconciler.ReadRef(repo, "pr")
 		<-done
 		if err != nil || baseErr != nil {
 			b.Fatal(err, baseErr)
