@@ -107,6 +107,7 @@ func (m *memFS) add(name string, data []byte) {
 	}
 }
 
+// Open implements fs.FS.
 func (m *memFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
@@ -121,6 +122,7 @@ func (m *memFS) Open(name string) (fs.File, error) {
 	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 }
 
+// ReadFile implements fs.ReadFileFS.
 func (m *memFS) ReadFile(name string) ([]byte, error) {
 	if data, ok := m.files[name]; ok {
 		return slices.Clone(data), nil
@@ -128,6 +130,7 @@ func (m *memFS) ReadFile(name string) ([]byte, error) {
 	return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
 }
 
+// ReadDir implements fs.ReadDirFS.
 func (m *memFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	ents, ok := m.dirs[name]
 	if !ok {
@@ -138,6 +141,7 @@ func (m *memFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	return out, nil
 }
 
+// Stat implements fs.StatFS.
 func (m *memFS) Stat(name string) (fs.FileInfo, error) {
 	f, err := m.Open(name)
 	if err != nil {
