@@ -17,7 +17,7 @@ func skipped(a *Resolved) []string {
 		if dependsOnSkipped(res, skip, skipPaths) || readsWaiting(res, a.Waiting) {
 			skip[res.Name()] = true
 			if res.Path != "" {
-				skipPaths[res.Path] = true
+				skipPaths[canonical(res.Path)] = true
 			}
 			out = append(out, res.Name())
 		}
@@ -37,11 +37,21 @@ func dependsOnSkipped(res *schema.Resource, skip, skipPaths map[string]bool) boo
 		}
 	}
 	for _, m := range res.Mounts {
-		if skipPaths[m.Source] {
+		if skipPaths[canonical(m.Source)] {
 			return true
 		}
 	}
 	return false
+}
+
+// canonical writes every reference in s the one way, so that two spellings
+// of one path compare equal.
+func canonical(s string) string {
+	out, err := schema.Expand(s, func(r schema.Ref) (string, error) { return r.String(), nil })
+	if err != nil {
+		return s
+	}
+	return out
 }
 
 // readsWaiting reports whether any value of res uses the one form to read a
