@@ -385,3 +385,45 @@ func TestFifthProviderKindIsRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestWaitingHoldsBackWhatMountsIt: a container that mounts a file held back
+// for a missing answer is held back too, however the path is spelled; what
+// does not depend on the answer is delivered.
+func TestWaitingHoldsBackWhatMountsIt(t *testing.T) {
+	repo := goRepo()
+	repo.Contracts["root"] = &schema.Contract{Name: "root", Fields: map[string]schema.Field{"fp": {Type: schema.TypeString}}}
+	repo.Modules["ca"] = &schema.Module{Name: "ca",
+		Provides:  []schema.Provision{{Contract: "root", Answer: "init"}},
+		Resources: []schema.Resource{{Container: "init", Image: "example.org/ca" + digest, RunOnce: true, Answer: "/out/answer.json"}}}
+	repo.Modules["web"] = &schema.Module{Name: "web",
+		Requires: []schema.Requirement{
+			{Name: "ca", Provider: schema.ProviderModule, Contract: "root"},
+			{Name: "conf", Provider: schema.ProviderHost, Contract: schema.ContractHostDir},
+		},
+		Resources: []schema.Resource{
+			{Directory: "conf", Path: "${{conf.path}}"},
+			{File: "trust", Path: "${{conf.path}}/trust", Content: "${{ ca.fp }}"},
+			{Container: "server", Image: "example.org/web" + digest,
+				Mounts: []schema.Mount{{Source: "${{ conf.path }}/trust", Target: "/trust"}}},
+			{Container: "sidecar", Image: "example.org/web" + digest},
+		}}
+	repo.Assignments = append(repo.Assignments, &schema.Assignment{Node: "n1", Module: "ca"}, &schema.Assignment{Node: "n2", Module: "web"})
+	res := mustResolve(t, repo, ResolveOptions{})
+	web := assignment(res, "web@n2")
+	if !reflect.DeepEqual(web.Skipped, []string{"trust", "server"}) {
+		t.Fatalf("held back %v, want [trust server]", web.Skipped)
+	}
+	decls, err := Render(res, Unsealed{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range decls["n2"].Resources {
+		if r.Module == "web" {
+			ids = append(ids, r.ID)
+		}
+	}
+	if !reflect.DeepEqual(ids, []string{"web/conf", "web/sidecar"}) {
+		t.Fatalf("delivered %v, want [web/conf web/sidecar]", ids)
+	}
+}
