@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/go-git/go-git/v5"
@@ -36,8 +38,8 @@ Providers' answers (a certificate authority's root) are read from the
 status/<node> branches hostd pushed, when the repository has them; a
 consumer of an answer not reported yet is shown waiting.
 
-Without --head the directory is read as it is on disk; without --base the
-plan starts from nothing. A base that does not load or resolve is noted, and
+Without --head the directory is read as it is on disk (HEAD, for a bare
+repository); without --base the plan starts from nothing. A base that does not load or resolve is noted, and
 the plan starts from nothing.
 
 Exit status: 0 when the head resolves, 1 when it is refused (or cannot be
@@ -72,9 +74,13 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 			opts.Base, baseErr = reconciler.ReadRef(f.repo, f.base)
 		}()
 	}
+	head := f.head
+	if head == "" && isBare(f.repo) {
+		head = "HEAD" // a bare repository has no directory to read
+	}
 	var err error
-	if f.head != "" {
-		opts.Head, err = reconciler.ReadRef(f.repo, f.head)
+	if head != "" {
+		opts.Head, err = reconciler.ReadRef(f.repo, head)
 	} else {
 		opts.Head, err = schema.LoadDir(f.repo)
 	}
@@ -135,4 +141,17 @@ func reportedAnswers(dir string) (reconciler.Answers, error) {
 		}
 	}
 	return out, nil
+}
+
+// isBare reports whether dir is a bare git repository: no mesh.yaml, but
+// git's objects and HEAD.
+func isBare(dir string) bool {
+	for _, name := range []string{"mesh.yaml", ".git"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return false
+		}
+	}
+	_, objects := os.Stat(filepath.Join(dir, "objects"))
+	_, head := os.Stat(filepath.Join(dir, "HEAD"))
+	return objects == nil && head == nil
 }
