@@ -211,7 +211,7 @@ func (r *resolver) resolveOperator(a *Resolved, q *schema.Requirement) {
 			Hint:    fmt.Sprintf("give it on the assignment: `values: {%s: ...}` in %s", q.Name, a.Assignment.Pos.File)})
 		return
 	}
-	r.value(a, q.Name, OperatorField, Value{Text: v})
+	r.value(a, q.Name, schema.OperatorField, Value{Text: v})
 }
 
 // resolveOwnSecret answers a module's own secret: made by the vault, the
@@ -261,7 +261,7 @@ func (r *resolver) checkNames() {
 			if q.Provider != schema.ProviderOperator || q.Type != schema.TypeHost {
 				continue
 			}
-			v, ok := a.Values[schema.Ref{Requirement: q.Name, Field: OperatorField}]
+			v, ok := a.Values[schema.Ref{Requirement: q.Name, Field: schema.OperatorField}]
 			if !ok || v.Text == "" {
 				continue
 			}

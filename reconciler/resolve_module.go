@@ -38,6 +38,13 @@ func (r *resolver) resolveModules(a *Resolved) {
 	}
 }
 
+// contract returns the contract named name: the repository's own, else a
+// built-in one; nil when neither has it.
+func (r *resolver) contract(name string) *schema.Contract {
+	c, _ := r.repo.Contract(name)
+	return c
+}
+
 // chooseProvider picks which assignment answers q (design 27, "A module
 // provider"): the holder of the seat it names; else the assignment's pin;
 // else the provider on the consumer's own node; else the only provider.
