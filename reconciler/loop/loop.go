@@ -163,11 +163,12 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 	}
 	// Confirm the rotation steps the reports show done before sealing, so
 	// this reconcile renders the phase they open.
-	out.Confirmed, err = r.driveRotations(ctx, repo, reports)
+	var st *client.Status
+	out.Confirmed, st, err = r.driveRotations(ctx, repo, reports)
 	if err != nil {
 		return out, err
 	}
-	return out, r.reconcile(ctx, repo, answers(reports), out)
+	return out, r.reconcile(ctx, repo, answers(reports), st, out)
 }
 
 // Reconcile resolves, seals, renders, signs and writes repo (read from main
@@ -178,10 +179,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	start := time.Now()
 	out = &Outcome{Source: repo.Source}
 	defer func() { r.record(out, start, err) }()
-	return out, r.reconcile(ctx, repo, ans, out)
+	return out, r.reconcile(ctx, repo, ans, nil, out)
 }
 
-func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, out *Outcome) error {
+// reconcile compares and acts; st is vaultd's status when the caller has a
+// current one, else it is read here.
+func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, st *client.Status, out *Outcome) error {
 	// Compare: resolve and render what every node must hold, keeping what
 	// the last committed resolution decided (ports, seats, public names).
 	prev, err := r.previous()
@@ -197,8 +200,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		return err
 	}
 	out.Waiting = res.Waiting
-	var st *client.Status
-	if rot, ok := r.opts.Vault.(Rotator); ok {
+	if rot, ok := r.opts.Vault.(Rotator); ok && st == nil {
 		if st, err = rot.Status(ctx); err != nil {
 			return fmt.Errorf("vault status: %w", err)
 		}

@@ -51,14 +51,17 @@ type Confirmation struct {
 // It runs before sealing, so the same reconcile renders the next phase:
 // readers get the new value only after every applier confirmed, and the old
 // one is retired only after every reader confirmed.
-func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, reports []status.Node) ([]Confirmation, error) {
+//
+// It also returns the status it read, which still holds when it confirmed
+// nothing.
+func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, reports []status.Node) ([]Confirmation, *client.Status, error) {
 	rot, ok := r.opts.Vault.(Rotator)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	st, err := rot.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("rotations: vault status: %w", err)
+		return nil, nil, fmt.Errorf("rotations: vault status: %w", err)
 	}
 	nodeOf := map[string]string{}
 	for name, n := range repo.Nodes {
@@ -89,7 +92,7 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 			}
 			if applied[node] == nil {
 				if applied[node], err = r.appliedSecrets(node, rep.Generation); err != nil {
-					return out, err
+					return out, nil, err
 				}
 			}
 			want := ro.To
@@ -117,7 +120,7 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 				continue
 			}
 			if err != nil {
-				return out, fmt.Errorf("rotation of %q: confirm %s for node %s: %w", s.Name, ro.Phase, node, err)
+				return out, nil, fmt.Errorf("rotation of %q: confirm %s for node %s: %w", s.Name, ro.Phase, node, err)
 			}
 			c := Confirmation{Secret: s.Name, Node: node, Phase: ro.Phase, Version: req.Version, Now: client.PhaseDone}
 			if res != nil {
@@ -126,7 +129,10 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 			out = append(out, c)
 		}
 	}
-	return out, nil
+	if len(out) > 0 {
+		st = nil // stale: the confirmations moved phases
+	}
+	return out, st, nil
 }
 
 // appliedSecrets returns the version of each secret the declaration of
