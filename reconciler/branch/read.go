@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -169,9 +170,13 @@ type message struct {
 // empty when the message states none (an older writer's).
 func parseMessage(msg, node string) (message, bool) {
 	subject, rest, _ := strings.Cut(msg, "\n")
+	gen, ok := strings.CutPrefix(subject, "node "+node+": generation ")
+	if !ok {
+		return message{}, false
+	}
 	var m message
-	var n string
-	if c, err := fmt.Sscanf(subject, "node %s generation %d", &n, &m.generation); err != nil || c != 2 || n != node+":" {
+	var err error
+	if m.generation, err = strconv.ParseUint(gen, 10, 64); err != nil {
 		return message{}, false
 	}
 	for line := range strings.SplitSeq(rest, "\n") {
