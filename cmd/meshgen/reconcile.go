@@ -34,14 +34,18 @@ branches whose content changed, with the generation raised by one and the
 source commit in the message.
 
 A refused mesh commits nothing and every reason is reported. Providers'
-answers reported on status/<node> are delivered to their consumers.
+answers reported on status/<node> are delivered to their consumers, and the
+same reports drive vaultd's rotations to the end (each applier, then each
+reader, confirms by applying the new version). What a resolution decided
+that the next must keep (ports, seat holders) is recorded on meshgen/state.
 
 The signing key is encrypted (cosign's format); its password is read from
 COSIGN_PASSWORD or from --password-file.
 
-With --watch, reconcile runs on every push to main (fsnotify on a local
-repository's refs; polling a remote every --interval), a burst of pushes
-coalesced into one reconcile, and logs one JSON line per reconcile.`,
+With --watch, reconcile runs on every push to main or to status/<node>
+(fsnotify on a local repository's refs; polling a remote every --interval)
+and on every change in vaultd (a rotation), a burst of pushes coalesced into
+one reconcile, and logs one JSON line per reconcile.`,
 		Example: `  COSIGN_PASSWORD=... meshgen reconcile --repo /srv/mesh.git --vault /run/vaultd.sock --key reconciler.key --watch
   meshgen reconcile --repo https://git.example/mesh.git --vault /run/vaultd.sock --key reconciler.key --password-file /etc/meshgen/key.pw`,
 		Args: cobra.NoArgs,
@@ -56,7 +60,7 @@ coalesced into one reconcile, and logs one JSON line per reconcile.`,
 	fl.StringVar(&f.passwordFile, "password-file", "", "a file holding the signing key's password (default: $COSIGN_PASSWORD)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where a remote repository is cached (default: the user cache directory)")
 	fl.BoolVar(&f.watch, "watch", false, "keep running, reconciling on every push")
-	fl.DurationVar(&f.interval, "interval", 10*time.Second, "with --watch, how often a remote is polled")
+	fl.DurationVar(&f.interval, "interval", 10*time.Second, "with --watch, how often a remote, and vaultd, are looked at")
 	for _, req := range []string{"repo", "vault", "key"} {
 		cmd.MarkFlagRequired(req)
 	}
