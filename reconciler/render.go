@@ -256,14 +256,14 @@ func (r *renderer) consumers() error {
 		base := s.Identity.Login + "." + s.Requirement
 		info := consumerInfo{Consumer: s.Consumer, Requirement: s.Requirement, Contract: s.Contract,
 			Name: s.Identity.Name, Login: s.Identity.Login, SecretFile: base + "." + s.SecretField}
-		content, err := json.MarshalIndent(info, "", "  ")
+		content, err := info.json()
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", s.Consumer, err)
 		}
 		id := r.id("mesh.consumer." + base + ".json")
 		r.out = append(r.out, declaration.Resource{
 			ID: id, Kind: declaration.KindFile, Module: r.a.Module,
-			File: &declaration.File{Path: path.Join(r.consumersDir, base+".json"), Mode: "0600", Content: string(content) + "\n"},
+			File: &declaration.File{Path: path.Join(r.consumersDir, base+".json"), Mode: "0600", Content: content},
 		})
 		r.consumerFiles = append(r.consumerFiles, id)
 		ref, err := r.secretRef(s.Secret, "")
@@ -289,6 +289,39 @@ type consumerInfo struct {
 	Name        string `json:"name"`
 	Login       string `json:"login"`
 	SecretFile  string `json:"secretFile"`
+}
+
+// json writes the consumer's file: indented JSON, ending in a newline. Its
+// strings are names (of assignments, requirements, contracts, identities),
+// written directly; anything else goes through encoding/json.
+func (c consumerInfo) json() (string, error) {
+	fields := [][2]string{{"consumer", c.Consumer}, {"requirement", c.Requirement}, {"contract", c.Contract},
+		{"name", c.Name}, {"login", c.Login}, {"secretFile", c.SecretFile}}
+	var b strings.Builder
+	b.WriteString("{\n")
+	for i, f := range fields {
+		if !plainJSON(f[1]) {
+			data, err := json.MarshalIndent(c, "", "  ")
+			return string(data) + "\n", err
+		}
+		b.WriteString(`  "` + f[0] + `": "` + f[1] + `"`)
+		if i < len(fields)-1 {
+			b.WriteString(",")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// plainJSON reports whether s is written in JSON as it is, between quotes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *renderer) secretRef(name, envVar string) (*declaration.SecretRef, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -222,6 +223,27 @@ func TestSealedPathsAreDistinct(t *testing.T) {
 		}}}
 		if err := d.Validate(); err != nil {
 			t.Fatalf("hostd refuses %s: %v", p, err)
+		}
+	}
+}
+
+// TestConsumerInfoJSON: the consumer file is what encoding/json writes, for
+// plain names and for anything else.
+func TestConsumerInfoJSON(t *testing.T) {
+	for _, c := range []consumerInfo{
+		{Consumer: "gitea@n2", Requirement: "db", Contract: "postgres-database", Name: "gitea.n2", Login: "gitea__n2", SecretFile: "gitea__n2.db.password"},
+		{Consumer: "a<b>&\"c\\", Requirement: "é", Contract: "\n", Name: "", Login: "x", SecretFile: "y"},
+	} {
+		want, err := json.MarshalIndent(c, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.json()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want)+"\n" {
+			t.Errorf("got\n%s\nwant\n%s", got, want)
 		}
 	}
 }

@@ -50,23 +50,24 @@ var plainNode = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // other login holds "___", which no plain login does, followed by a hash of
 // "<module>@<node>". Names follow the same rule with '.' and "--".
 func DeriveIdentity(module, node string) Identity {
-	id := module + "@" + node
-	sum := sha256.Sum256([]byte(id))
-	h := hex.EncodeToString(sum[:])[:hashLen]
 	plain := plainName.MatchString(module) && plainNode.MatchString(node)
+	hash := func() string {
+		sum := sha256.Sum256([]byte(module + "@" + node))
+		return hex.EncodeToString(sum[:])[:hashLen]
+	}
 
 	var out Identity
 	login := strings.ReplaceAll(module, "-", "_") + "__" + strings.ReplaceAll(node, "-", "_")
 	if plain && len(login) <= LoginMaxLen {
 		out.Login = login
 	} else {
-		out.Login = shorten(module+"_"+node, '_', LoginMaxLen-3-hashLen) + "___" + h
+		out.Login = shorten(module+"_"+node, '_', LoginMaxLen-3-hashLen) + "___" + hash()
 	}
 	name := module + "." + node
 	if plain && len(module) <= 63 && len(node) <= 63 && len(name) <= NameMaxLen {
 		out.Name = name
 	} else {
-		out.Name = shorten(module+"-"+node, '-', NameMaxLen-3-hashLen) + "---" + h
+		out.Name = shorten(module+"-"+node, '-', NameMaxLen-3-hashLen) + "---" + hash()
 	}
 	return out
 }
