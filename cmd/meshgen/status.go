@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/loop"
 	"github.com/meshgen/meshgen/reconciler/status"
@@ -31,7 +32,8 @@ the node/<node> branches the reconciler writes, and shows per node the
 generation applied against the latest, when it last reported, the resources
 that failed and those gated behind them, and the nodes that have not
 reported within --stale-after poll intervals (mesh.yaml's pollInterval
-unless --interval is given).
+unless --interval is given). It also lists the consumers waiting for a
+provider's answer (a state, not a failure).
 
 Exit status: 0 when every node is current or catching up, 1 when any node
 failed, was refused or is stale.`,
@@ -77,20 +79,34 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 		_ = rem.Fetch(cmd.Context(), branch.MainRef)
 		dir = rem.CacheDir()
 	}
+	nodes, err := status.Read(dir, status.ReadOptions{})
+	if err != nil {
+		return err
+	}
+	// main gives the poll interval and who waits for a provider's answer;
+	// a main that does not load or resolve leaves both out.
+	repo, mainErr := schema.LoadRef(dir, branch.MainRef)
 	if f.interval == 0 {
 		f.interval = time.Minute
-		if repo, err := schema.LoadRef(dir, branch.MainRef); err == nil && repo.Mesh.Defaults.PollInterval != "" {
+		if mainErr == nil && repo.Mesh.Defaults.PollInterval != "" {
 			if d, err := time.ParseDuration(repo.Mesh.Defaults.PollInterval); err == nil {
 				f.interval = d
 			}
 		}
 	}
-	nodes, err := status.Read(dir, status.ReadOptions{})
-	if err != nil {
-		return err
-	}
 	now := time.Now()
 	sum := status.Summarize(nodes, status.SummaryOptions{Now: now, Interval: f.interval, StaleAfter: f.staleAfter})
+	if mainErr == nil {
+		ans := reconciler.Answers{}
+		for _, n := range nodes {
+			if n.Report != nil && len(n.Report.Answers) > 0 {
+				ans[n.Name] = n.Report.Answers
+			}
+		}
+		if res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans}); err == nil {
+			sum.Waiting = res.Waiting
+		}
+	}
 	if f.format == "json" {
 		err = sum.WriteJSON(cmd.OutOrStdout())
 	} else {

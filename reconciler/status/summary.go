@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/reconciler"
 )
 
 // State is a node's standing in a [Summary].
@@ -60,6 +61,10 @@ type Entry struct {
 // Summary is every node's standing.
 type Summary struct {
 	Nodes []Entry `json:"nodes"`
+	// Waiting lists the requirements waiting for a provider's answer (a
+	// state, not a failure: nothing depending on them is delivered yet).
+	// The caller fills it from a resolution of main.
+	Waiting []reconciler.Waiting `json:"waiting,omitempty"`
 	// Failed and Stale count nodes in those states (Refused counts as
 	// failed, Never as stale).
 	Failed int `json:"failed"`
@@ -145,6 +150,10 @@ func (s *Summary) WriteText(w io.Writer, now time.Time) error {
 		if len(e.Gated) > 0 {
 			fmt.Fprintf(w, "%s: gated: %s\n", e.Node, strings.Join(e.Gated, ", "))
 		}
+	}
+	for _, x := range s.Waiting {
+		fmt.Fprintf(w, "waiting: %s needs %s (%s) from %s, answered by its step %s\n",
+			x.Assignment, x.Requirement, strings.Join(x.Fields, ", "), x.Provider, x.Answer)
 	}
 	return nil
 }
