@@ -222,3 +222,48 @@ func TestSameNodesRenderAlike(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanProperties: for random meshes, planning a state against itself
+// changes nothing, and planning it from nothing adds every resource its
+// declarations hold, and nothing else.
+func TestPlanProperties(t *testing.T) {
+	catalog := testCatalog(t)
+	rapid.Check(t, func(t *rapid.T) {
+		m, err := synth.Mesh(catalog, synth.Options{Nodes: rapid.IntRange(1, 10).Draw(t, "nodes"), PerNode: rapid.IntRange(2, 8).Draw(t, "perNode")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answers Answers
+		if rapid.Bool().Draw(t, "answered") {
+			answers = m.Answers
+		}
+		same, err := MakePlan(PlanOptions{Base: m.Repo, Head: m.Repo, Answers: answers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !same.Resolves || same.Changed() {
+			t.Fatalf("a state planned against itself: resolves=%v changed=%v", same.Resolves, same.Changed())
+		}
+		fresh, err := MakePlan(PlanOptions{Head: m.Repo, Answers: answers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Resolve(m.Repo, ResolveOptions{Answers: answers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls, err := Render(res, Unsealed{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range fresh.Nodes {
+			if len(n.Changed)+len(n.Removed) > 0 || len(n.Added) != len(decls[n.Node].Resources) {
+				t.Fatalf("node %s from nothing: %d added, %d changed, %d removed; it holds %d resources",
+					n.Node, len(n.Added), len(n.Changed), len(n.Removed), len(decls[n.Node].Resources))
+			}
+		}
+		if len(fresh.Secrets) != len(res.Secrets) {
+			t.Fatalf("from nothing %d secrets change; the mesh needs %d", len(fresh.Secrets), len(res.Secrets))
+		}
+	})
+}
