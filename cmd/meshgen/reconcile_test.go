@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -51,6 +53,7 @@ func TestReconcileScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitvault": waitVault,
 			"cosignkey": cosignKey,
+			"waitref":   waitRef,
 		},
 	})
 }
@@ -67,4 +70,23 @@ func cosignKey(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.MkdirAll(dir, 0o755))
 	ts.Check(os.WriteFile(filepath.Join(dir, "reconciler.key"), kp.Private, 0o600))
 	ts.Check(os.WriteFile(filepath.Join(dir, "reconciler.pub"), kp.Public, 0o644))
+}
+
+// waitRef REPO REF FILE waits until REF of the git repository REPO exists
+// and differs from the hash in FILE (empty: until it exists), for up to a
+// minute.
+func waitRef(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: waitref REPO REF FILE")
+	}
+	old := strings.TrimSpace(ts.ReadFile(args[2]))
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		out, err := exec.Command("git", "--git-dir="+ts.MkAbs(args[0]), "rev-parse", "--verify", "-q", args[1]).Output()
+		if h := strings.TrimSpace(string(out)); err == nil && h != "" && h != old {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.Fatalf("%s of %s did not move from %q within a minute", args[1], args[0], old)
 }
