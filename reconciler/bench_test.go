@@ -155,8 +155,8 @@ func BenchmarkPlanFromDisk(b *testing.B) {
 
 // BenchmarkPlanFromGit is `meshgen plan --base main --head pr` on a real git
 // repository holding the synthetic mesh of 1,000 nodes × 20 assignments at
-// two commits, one assignment apart: both refs read side by side, resolved,
-// rendered, compared and written as markdown.
+// two commits, one assignment apart ([reconciler.PlanRepository]: both refs
+// read side by side, resolved, rendered, compared), written as markdown.
 func BenchmarkPlanFromGit(b *testing.B) {
 	base := synthMesh(b, 1000, 20)
 	head := synthMesh(b, 1000, 20)
@@ -198,19 +198,7 @@ func BenchmarkPlanFromGit(b *testing.B) {
 	b.ResetTimer()
 	defer reportCPU(b)()
 	for b.Loop() {
-		var baseRepo *schema.Repo
-		var baseErr error
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			baseRepo, baseErr = reconciler.ReadRef(repo, "main")
-		}()
-		headRepo, err := reconciler.ReadRef(repo, "pr")
-		<-done
-		if err != nil || baseErr != nil {
-			b.Fatal(err, baseErr)
-		}
-		p, err := reconciler.MakePlan(reconciler.PlanOptions{Base: baseRepo, Head: headRepo, Answers: head.Answers})
+		p, err := reconciler.PlanRepository(reconciler.PlanSource{Repo: repo, Base: "main", Head: "pr", Answers: head.Answers})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,14 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sync"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
-	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/status"
 )
@@ -63,45 +59,14 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 	if f.format != "markdown" && f.format != "json" {
 		return fmt.Errorf("format %q is not markdown or json", f.format)
 	}
-	var opts reconciler.PlanOptions
-	// The two states are read side by side: each is a whole repository.
-	var baseErr error
-	var wg sync.WaitGroup
-	if f.base != "" {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			opts.Base, baseErr = reconciler.ReadRef(f.repo, f.base)
-		}()
-	}
-	head := f.head
-	if head == "" && isBare(f.repo) {
-		head = "HEAD" // a bare repository has no directory to read
-	}
-	var err error
-	if head != "" {
-		opts.Head, err = reconciler.ReadRef(f.repo, head)
-	} else {
-		opts.Head, err = schema.LoadDir(f.repo)
-	}
-	wg.Wait()
-	if err != nil {
-		return fmt.Errorf("read the head of %s: %w", f.repo, err)
-	}
-	var probs schema.Problems
-	switch {
-	case errors.As(baseErr, &probs):
-		opts.Base = nil
-		opts.Notes = append(opts.Notes, fmt.Sprintf("the base %s does not load (%d %s); the plan starts from nothing", f.base, len(probs), map[bool]string{true: "problem", false: "problems"}[len(probs) == 1]))
-	case baseErr != nil:
-		return fmt.Errorf("read base %s of %s: %w", f.base, f.repo, baseErr)
-	}
+	src := reconciler.PlanSource{Repo: f.repo, Base: f.base, Head: f.head}
 	// A node's unreadable report must not stop a review: its answers are
 	// missing (its consumers show as waiting), and the plan says why.
-	if opts.Answers, err = reportedAnswers(f.repo); err != nil {
-		opts.Notes = append(opts.Notes, err.Error())
+	var err error
+	if src.Answers, err = reportedAnswers(f.repo); err != nil {
+		src.Notes = append(src.Notes, err.Error())
 	}
-	plan, err := reconciler.MakePlan(opts)
+	plan, err := reconciler.PlanRepository(src)
 	if err != nil {
 		return err
 	}
@@ -141,17 +106,4 @@ func reportedAnswers(dir string) (reconciler.Answers, error) {
 		}
 	}
 	return out, nil
-}
-
-// isBare reports whether dir is a bare git repository: no mesh.yaml, but
-// git's objects and HEAD.
-func isBare(dir string) bool {
-	for _, name := range []string{"mesh.yaml", ".git"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return false
-		}
-	}
-	_, objects := os.Stat(filepath.Join(dir, "objects"))
-	_, head := os.Stat(filepath.Join(dir, "HEAD"))
-	return objects == nil && head == nil
 }
