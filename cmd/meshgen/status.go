@@ -104,7 +104,9 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 			}
 		}
 		if res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans}); err == nil {
-			sum.Waiting = res.Waiting
+			for _, w := range res.Waiting {
+				sum.Waiting = append(sum.Waiting, status.Waiting(w))
+			}
 		}
 	}
 	if f.format == "json" {

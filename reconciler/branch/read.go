@@ -191,3 +191,18 @@ func parseMessage(msg, node string) (message, bool) {
 	}
 	return m, true
 }
+
+// CommitHead is what a node branch's commit message states about its
+// declaration.
+type CommitHead struct {
+	Generation uint64
+	Source     string
+}
+
+// ParseCommitMessage reads the generation and source the writer states in
+// the message of a commit on node/<node>; ok is false for a commit another
+// tool made (read its declaration.json instead).
+func ParseCommitMessage(msg, node string) (CommitHead, bool) {
+	m, ok := parseMessage(msg, node)
+	return CommitHead{Generation: m.generation, Source: m.source}, ok
+}

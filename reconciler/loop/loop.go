@@ -157,7 +157,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 		return out, fmt.Errorf("read main: %w", err)
 	}
 	out.Source = repo.Source
-	reports, err := status.Read(r.dir, status.ReadOptions{})
+	reports, err := status.Read(r.dir, status.ReadOptions{ReportsOnly: true})
 	if err != nil {
 		return out, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/reconciler/branch"
 )
 
 // Node is one node as its branches show it.
@@ -33,12 +34,17 @@ type Node struct {
 	Report *declaration.Report
 }
 
-// ReadOptions are reserved for filters; the zero value reads every node.
-type ReadOptions struct{}
+// ReadOptions say what to read; the zero value reads every node's report
+// and latest generation.
+type ReadOptions struct {
+	// ReportsOnly skips the node/ branches: Latest and LatestSource stay
+	// zero (the reconcile loop needs only the reports).
+	ReportsOnly bool
+}
 
 // Read returns every node that has a node/ or a status/ branch in the
 // repository at dir (bare or a work tree), sorted by name.
-func Read(dir string, _ ReadOptions) ([]Node, error) {
+func Read(dir string, opts ReadOptions) ([]Node, error) {
 	repo, err := git.PlainOpen(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", dir, err)
@@ -61,11 +67,11 @@ func Read(dir string, _ ReadOptions) ([]Node, error) {
 		}
 		name := ref.Name().String()
 		if n, ok := strings.CutPrefix(name, "refs/heads/node/"); ok {
-			var head struct {
-				Generation uint64 `json:"generation"`
-				Source     string `json:"source"`
+			if opts.ReportsOnly {
+				return nil
 			}
-			if err := readJSON(repo, ref.Hash(), "declaration.json", &head); err != nil {
+			head, err := latest(repo, n, ref.Hash())
+			if err != nil {
 				errs = append(errs, fmt.Errorf("branch node/%s: %w", n, err))
 				return nil
 			}
@@ -93,6 +99,26 @@ func Read(dir string, _ ReadOptions) ([]Node, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// latest reads the generation and source of the declaration at commit h
+// of node/<node>: from the writer's commit message, else from the file.
+func latest(repo *git.Repository, node string, h plumbing.Hash) (branch.CommitHead, error) {
+	c, err := repo.CommitObject(h)
+	if err != nil {
+		return branch.CommitHead{}, err
+	}
+	if head, ok := branch.ParseCommitMessage(c.Message, node); ok {
+		return head, nil
+	}
+	var head struct {
+		Generation uint64 `json:"generation"`
+		Source     string `json:"source"`
+	}
+	if err := readJSON(repo, h, branch.DeclarationFile, &head); err != nil {
+		return branch.CommitHead{}, err
+	}
+	return branch.CommitHead{Generation: head.Generation, Source: head.Source}, nil
 }
 
 func readJSON(repo *git.Repository, commit plumbing.Hash, file string, v any) error {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
-	"github.com/meshgen/meshgen/reconciler"
 )
 
 // State is a node's standing in a [Summary].
@@ -58,13 +57,24 @@ type Entry struct {
 	Gated []string `json:"gated,omitempty"`
 }
 
+// Waiting is a consumer's requirement waiting for its provider's answer
+// (reconciler.Waiting; this package does not import the resolver, which
+// reads reports through it).
+type Waiting struct {
+	Assignment  string   `json:"assignment"`
+	Requirement string   `json:"requirement"`
+	Provider    string   `json:"provider"`
+	Answer      string   `json:"answer"`
+	Fields      []string `json:"fields"`
+}
+
 // Summary is every node's standing.
 type Summary struct {
 	Nodes []Entry `json:"nodes"`
 	// Waiting lists the requirements waiting for a provider's answer (a
 	// state, not a failure: nothing depending on them is delivered yet).
 	// The caller fills it from a resolution of main.
-	Waiting []reconciler.Waiting `json:"waiting,omitempty"`
+	Waiting []Waiting `json:"waiting,omitempty"`
 	// Failed and Stale count nodes in those states (Refused counts as
 	// failed, Never as stale).
 	Failed int `json:"failed"`
