@@ -35,8 +35,8 @@ status/<node> branches hostd pushed, when the repository has them; a
 consumer of an answer not reported yet is shown waiting.
 
 Without --head the directory is read as it is on disk (HEAD, for a bare
-repository); without --base the plan starts from nothing. A base that does not load or resolve is noted, and
-the plan starts from nothing.
+repository); without --base the plan starts from nothing. A base that does
+not load or resolve is noted, and the plan starts from nothing.
 
 Exit status: 0 when the head resolves, 1 when it is refused (or cannot be
 read); with --detailed-exitcode, 2 when it resolves and changes something.`,
@@ -47,7 +47,7 @@ read); with --detailed-exitcode, 2 when it resolves and changes something.`,
 			return runPlan(cmd, f)
 		},
 	}
-	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository (a git work tree or bare repository with --base/--head)")
+	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository: a directory, a git work tree or a bare git repository")
 	cmd.Flags().StringVar(&f.base, "base", "", "the git ref before the change (default: plan from nothing)")
 	cmd.Flags().StringVar(&f.head, "head", "", "the git ref after the change (default: the directory as it is)")
 	cmd.Flags().StringVar(&f.format, "format", "markdown", "output format: markdown or json")
