@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
@@ -304,4 +305,21 @@ func readPackedRefs(dir string) (map[string]plumbing.Hash, error) {
 		return nil, fmt.Errorf("read packed-refs: %w", err)
 	}
 	return out, nil
+}
+
+// OpenGit opens the repository at path (bare, or a work tree's .git) for
+// reading with go-git, safely beside writers: go-git's own PlainOpen lists
+// objects/pack with go-billy, which fails when another writer's temporary
+// pack vanishes mid-listing (a reconciler, or git receive-pack taking a
+// push), and go-git then sees no pack at all and reports objects missing.
+func OpenGit(path string) (*git.Repository, error) {
+	dir, err := gitDir(path)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := git.Open(filesystem.NewStorage(listingFS{osfs.New(dir), dir}, cache.NewObjectLRUDefault()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("open repository %s: %w", path, err)
+	}
+	return repo, nil
 }

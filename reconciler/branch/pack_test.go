@@ -37,6 +37,14 @@ func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
 				if _, err := object.GetCommit(l.storage(), c); err != nil {
 					t.Errorf("writer %d round %d: a fresh storage cannot read the commit just written: %v", w, i, err)
 				}
+				g, err := OpenGit(repo)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := g.CommitObject(c); err != nil {
+					t.Errorf("writer %d round %d: OpenGit cannot read the commit just written: %v", w, i, err)
+				}
 			}
 		})
 	}

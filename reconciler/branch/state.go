@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -129,9 +128,9 @@ func stateSource(msg string) string {
 // ReadState returns state.json from [StateRef] of the repository at dir,
 // or nil when the reconciler never recorded one.
 func ReadState(dir string) ([]byte, error) {
-	repo, err := git.PlainOpen(dir)
+	repo, err := OpenGit(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open repository %s: %w", dir, err)
+		return nil, err
 	}
 	ref, err := repo.Reference(plumbing.ReferenceName(StateRef), true)
 	if err == plumbing.ErrReferenceNotFound {

@@ -148,7 +148,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 			return out, err
 		}
 	}
-	repo, err := schema.LoadRef(r.dir, branch.MainRef)
+	repo, err := loadMain(ctx, r.dir)
 	if err != nil {
 		var probs schema.Problems
 		if errors.As(err, &probs) {
@@ -313,4 +313,27 @@ func answers(reports []status.Node) reconciler.Answers {
 		}
 	}
 	return out
+}
+
+// loadMain reads main. A read that fails for another reason than the
+// repository's content is tried again: schema.LoadRef opens the repository
+// with go-git's PlainOpen, which can miss every pack while another writer
+// (a racing reconciler, git receive-pack) renames a temporary pack into
+// place (see branch.OpenGit).
+func loadMain(ctx context.Context, dir string) (*schema.Repo, error) {
+	var err error
+	for attempt := range 4 {
+		var repo *schema.Repo
+		repo, err = schema.LoadRef(dir, branch.MainRef)
+		var probs schema.Problems
+		if err == nil || errors.As(err, &probs) {
+			return repo, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(10<<attempt) * time.Millisecond):
+		}
+	}
+	return nil, err
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -138,7 +137,7 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 // appliedSecrets returns the version of each secret the declaration of
 // generation gen on node/<node> carries: what the node applied.
 func (r *Reconciler) appliedSecrets(node string, gen uint64) (map[string]uint64, error) {
-	repo, err := git.PlainOpen(r.dir)
+	repo, err := branch.OpenGit(r.dir)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/meshgen/meshgen/reconciler/branch"
@@ -169,7 +168,7 @@ func (r *Reconciler) watchRefs(poke func()) (*fsnotify.Watcher, error) {
 
 // fingerprint names the state of main and every status/<node> branch.
 func fingerprint(dir string) (string, error) {
-	repo, err := git.PlainOpen(dir)
+	repo, err := branch.OpenGit(dir)
 	if err != nil {
 		return "", err
 	}

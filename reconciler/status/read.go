@@ -45,9 +45,9 @@ type ReadOptions struct {
 // Read returns every node that has a node/ or a status/ branch in the
 // repository at dir (bare or a work tree), sorted by name.
 func Read(dir string, opts ReadOptions) ([]Node, error) {
-	repo, err := git.PlainOpen(dir)
+	repo, err := branch.OpenGit(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open repository %s: %w", dir, err)
+		return nil, err
 	}
 	refs, err := repo.References()
 	if err != nil {
