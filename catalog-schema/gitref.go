@@ -1,23 +1,21 @@
 package schema
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
-	"strings"
-	"time"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 )
 
 // LoadRef reads and checks the mesh repository at ref of the git repository
-// at repoPath (bare or not), without a checkout. ref is a branch name, a
-// full ref name or a commit hash. The Repo's Source is the commit's hash.
+// at repoPath (a work tree, a linked work tree or a bare repository), without
+// a checkout. ref is a branch name, a full ref name or a commit hash. The
+// Repo's Source is the commit's hash.
 func LoadRef(repoPath, ref string) (*Repo, error) {
 	fsys, hash, err := RefFS(repoPath, ref)
 	if err != nil {
@@ -32,12 +30,19 @@ func LoadRef(repoPath, ref string) (*Repo, error) {
 }
 
 // RefFS returns the tree of ref in the git repository at repoPath as a
-// read-only fs.FS, and the full hash of the commit it names.
+// read-only fs.FS held in memory, and the full hash of the commit it names.
+//
+// The tree is read in one walk through one opened object store whose pack
+// files stay open until the walk is done, into a file system whose
+// directories are indexed: on a mesh of 1,000 nodes × 20 assignments (21,000
+// files) that is a fraction of a second, where opening each file through the
+// tree (finding its entry from the root, reopening the pack) took seconds.
 func RefFS(repoPath, ref string) (fs.FS, string, error) {
-	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+	repo, done, err := openRepo(repoPath)
 	if err != nil {
-		return nil, "", fmt.Errorf("open git repository %s: %w", repoPath, err)
+		return nil, "", err
 	}
+	defer done()
 	hash, err := resolve(repo, ref)
 	if err != nil {
 		return nil, "", fmt.Errorf("resolve %q in %s: %w (name a branch, a full ref or a commit hash)", ref, repoPath, err)
@@ -50,7 +55,45 @@ func RefFS(repoPath, ref string) (fs.FS, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("read the tree of %s in %s: %w", hash, repoPath, err)
 	}
-	return &treeFS{tree: tree, when: commit.Committer.When}, hash.String(), nil
+	fsys := newMemFS(commit.Committer.When)
+	err = tree.Files().ForEach(func(f *object.File) error {
+		r, err := f.Reader()
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		defer r.Close()
+		data := make([]byte, f.Size) // a blob's size is known
+		if _, err := io.ReadFull(r, data); err != nil {
+			return fmt.Errorf("%s: %w", f.Name, err)
+		}
+		fsys.add(f.Name, data)
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("read the tree of %s in %s: %w", hash, repoPath, err)
+	}
+	return fsys, hash.String(), nil
+}
+
+// openRepo opens the git repository at repoPath as go-git's PlainOpen does
+// (a work tree, a linked one, or a bare repository), but with its pack files
+// kept open between objects; done closes them.
+func openRepo(repoPath string) (*git.Repository, func(), error) {
+	plain, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false, EnableDotGitCommonDir: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open git repository %s: %w", repoPath, err)
+	}
+	st, ok := plain.Storer.(*filesystem.Storage)
+	if !ok {
+		return plain, func() {}, nil
+	}
+	kept := filesystem.NewStorageWithOptions(st.Filesystem(), cache.NewObjectLRUDefault(), filesystem.Options{KeepDescriptors: true})
+	repo, err := git.Open(kept, nil)
+	if err != nil {
+		kept.Close()
+		return nil, nil, fmt.Errorf("open git repository %s: %w", repoPath, err)
+	}
+	return repo, func() { kept.Close() }, nil
 }
 
 // resolve turns a branch name, full ref or commit hash into a commit hash.
@@ -92,150 +135,4 @@ func peel(repo *git.Repository, h plumbing.Hash) (plumbing.Hash, error) {
 		return plumbing.ZeroHash, err
 	}
 	return h, nil
-}
-
-// treeFS is a git tree as an fs.FS.
-type treeFS struct {
-	tree *object.Tree
-	when time.Time
-}
-
-var (
-	_ fs.ReadDirFS  = (*treeFS)(nil)
-	_ fs.ReadFileFS = (*treeFS)(nil)
-)
-
-// Open implements fs.FS.
-func (t *treeFS) Open(name string) (fs.File, error) {
-	if !fs.ValidPath(name) {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	if name == "." {
-		return &treeDir{info: t.info(".", filemode.Dir, 0), fs: t, tree: t.tree}, nil
-	}
-	e, err := t.tree.FindEntry(name)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
-	}
-	if e.Mode == filemode.Dir {
-		sub, err := t.tree.Tree(name)
-		if err != nil {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-		}
-		return &treeDir{info: t.info(path.Base(name), e.Mode, 0), fs: t, tree: sub}, nil
-	}
-	if !e.Mode.IsFile() {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("not a regular file (mode %s)", e.Mode)}
-	}
-	f, err := t.tree.TreeEntryFile(e)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	r, err := f.Reader()
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	return &treeFile{info: t.info(path.Base(name), e.Mode, f.Size), r: r}, nil
-}
-
-// ReadFile implements fs.ReadFileFS.
-func (t *treeFS) ReadFile(name string) ([]byte, error) {
-	f, err := t.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, ok := f.(*treeDir); ok {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: errors.New("is a directory")}
-	}
-	return io.ReadAll(f)
-}
-
-// ReadDir implements fs.ReadDirFS.
-func (t *treeFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	f, err := t.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	d, ok := f.(*treeDir)
-	if !ok {
-		return nil, &fs.PathError{Op: "readdir", Path: name, Err: errors.New("not a directory")}
-	}
-	return d.ReadDir(-1)
-}
-
-func (t *treeFS) info(name string, m filemode.FileMode, size int64) *treeInfo {
-	return &treeInfo{name: name, mode: m, size: size, when: t.when}
-}
-
-// treeInfo is fs.FileInfo and fs.DirEntry for a tree entry.
-type treeInfo struct {
-	name string
-	mode filemode.FileMode
-	size int64
-	when time.Time
-}
-
-func (i *treeInfo) Name() string               { return i.name }
-func (i *treeInfo) Size() int64                { return i.size }
-func (i *treeInfo) ModTime() time.Time         { return i.when }
-func (i *treeInfo) IsDir() bool                { return i.mode == filemode.Dir }
-func (i *treeInfo) Sys() any                   { return nil }
-func (i *treeInfo) Type() fs.FileMode          { return i.Mode().Type() }
-func (i *treeInfo) Info() (fs.FileInfo, error) { return i, nil }
-func (i *treeInfo) Mode() fs.FileMode {
-	m, err := i.mode.ToOSFileMode()
-	if err != nil {
-		return fs.ModeIrregular
-	}
-	return m
-}
-
-// treeFile is an open blob.
-type treeFile struct {
-	info *treeInfo
-	r    io.ReadCloser
-}
-
-func (f *treeFile) Stat() (fs.FileInfo, error) { return f.info, nil }
-func (f *treeFile) Read(p []byte) (int, error) { return f.r.Read(p) }
-func (f *treeFile) Close() error               { return f.r.Close() }
-
-// treeDir is an open tree.
-type treeDir struct {
-	info *treeInfo
-	fs   *treeFS
-	tree *object.Tree
-	read int
-}
-
-func (d *treeDir) Stat() (fs.FileInfo, error) { return d.info, nil }
-func (d *treeDir) Close() error               { return nil }
-func (d *treeDir) Read([]byte) (int, error) {
-	return 0, &fs.PathError{Op: "read", Path: d.info.name, Err: errors.New("is a directory")}
-}
-
-// ReadDir implements fs.ReadDirFile; entries come in git's order, which
-// sorts by name.
-func (d *treeDir) ReadDir(n int) ([]fs.DirEntry, error) {
-	entries := d.tree.Entries[d.read:]
-	if n > 0 && len(entries) > n {
-		entries = entries[:n]
-	}
-	if n > 0 && len(entries) == 0 {
-		return nil, io.EOF
-	}
-	out := make([]fs.DirEntry, 0, len(entries))
-	for _, e := range entries {
-		var size int64
-		if e.Mode.IsFile() {
-			if f, err := d.tree.TreeEntryFile(&e); err == nil {
-				size = f.Size
-			}
-		}
-		out = append(out, d.fs.info(strings.TrimSuffix(e.Name, "/"), e.Mode, size))
-	}
-	d.read += len(entries)
-	return out, nil
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // runGit runs git in dir with a fixed identity and returns its trimmed output.
-func runGit(t *testing.T, dir string, args ...string) string {
+func runGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -26,7 +26,7 @@ func runGit(t *testing.T, dir string, args ...string) string {
 }
 
 // copyTree copies the directory src into dst.
-func copyTree(t *testing.T, src, dst string) {
+func copyTree(t testing.TB, src, dst string) {
 	t.Helper()
 	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
@@ -34,8 +34,9 @@ func copyTree(t *testing.T, src, dst string) {
 }
 
 // TestLoadRef commits the example mesh on main in a real git repository and
-// reads it back by branch, full ref and hash, from the working repository
-// and from a bare clone, never from the working tree.
+// reads it back by branch, full ref and hash, from the working repository,
+// from a bare clone (loose objects and packed) and from a linked work tree,
+// never from the working tree.
 func TestLoadRef(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("git is needed to make the test repository")
@@ -59,8 +60,14 @@ func TestLoadRef(t *testing.T) {
 	}
 	bare := filepath.Join(t.TempDir(), "mesh.git")
 	runGit(t, filepath.Dir(bare), "clone", "-q", "--bare", work, bare)
+	packed := filepath.Join(t.TempDir(), "packed.git")
+	runGit(t, filepath.Dir(packed), "clone", "-q", "--bare", work, packed)
+	runGit(t, packed, "gc", "-q") // objects in a pack, as a server keeps them
+	// A linked work tree: its .git is a file, its refs are the main one's.
+	linked := filepath.Join(t.TempDir(), "linked")
+	runGit(t, work, "worktree", "add", "-q", "--detach", linked, broken)
 
-	for _, repo := range []string{work, bare} {
+	for _, repo := range []string{work, bare, packed, linked} {
 		for _, tc := range []struct {
 			ref, source string
 		}{

@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
-	"time"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 )
@@ -23,10 +21,19 @@ func gitRun(t *testing.T, dir string, args ...string) {
 	}
 }
 
-// TestReadRefReadsWhatLoadRefReads: examples/lab committed to a real git
-// repository reads the same with ReadRef as with schema.LoadRef, from a work
-// tree and from a bare clone, and a ref that does not exist is refused alike.
-func TestReadRefReadsWhatLoadRefReads(t *testing.T) {
+// TestPlanRepositoryFromGit: examples/lab committed to a real git repository
+// plans from nothing to main as it does from the directory, whether the
+// repository is a work tree, a packed bare clone or a linked work tree, and
+// a ref that does not exist is refused with schema.LoadRef's error.
+func TestPlanRepositoryFromGit(t *testing.T) {
+	lab, err := schema.LoadDir("../examples/lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := MakePlan(PlanOptions{Head: lab})
+	if err != nil {
+		t.Fatal(err)
+	}
 	work := filepath.Join(t.TempDir(), "mesh")
 	if err := os.CopyFS(work, os.DirFS("../examples/lab")); err != nil {
 		t.Fatal(err)
@@ -37,46 +44,23 @@ func TestReadRefReadsWhatLoadRefReads(t *testing.T) {
 	bare := filepath.Join(t.TempDir(), "mesh.git")
 	gitRun(t, filepath.Dir(bare), "clone", "-q", "--bare", work, bare)
 	gitRun(t, bare, "gc", "-q") // objects in a pack, as a server keeps them
+	linked := filepath.Join(t.TempDir(), "linked")
+	gitRun(t, work, "worktree", "add", "-q", "--detach", linked)
 
-	for _, dir := range []string{work, bare} {
-		want, err := schema.LoadRef(dir, "main")
+	for _, dir := range []string{work, bare, linked} {
+		got, err := PlanRepository(PlanSource{Repo: dir, Head: "main"})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", dir, err)
 		}
-		got, err := ReadRef(dir, "main")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Source == "" || got.Source != want.Source {
-			t.Fatalf("%s: source %q, want %q", dir, got.Source, want.Source)
-		}
-		a, err := snapshot(want, ResolveOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := snapshot(got, ResolveOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) {
-			t.Fatalf("%s: ReadRef and LoadRef differ:\n%s", dir, lineDiff(string(a), string(b)))
+		for _, f := range []func(*Plan) []byte{(*Plan).Markdown, func(p *Plan) []byte { js, _ := p.JSON(); return js }} {
+			if a, b := f(want), f(got); len(a) == 0 || !bytes.Equal(a, b) {
+				t.Fatalf("%s: the plan from git differs from the plan from the directory:\n%s", dir, lineDiff(string(a), string(b)))
+			}
 		}
 		_, errLoad := schema.LoadRef(dir, "no-such-branch")
-		_, errRead := ReadRef(dir, "no-such-branch")
-		if errLoad == nil || errRead == nil || errLoad.Error() != errRead.Error() {
-			t.Fatalf("%s: a missing ref: LoadRef says %v, ReadRef says %v", dir, errLoad, errRead)
+		_, errPlan := PlanRepository(PlanSource{Repo: dir, Head: "no-such-branch"})
+		if errLoad == nil || errPlan == nil || !bytes.Contains([]byte(errPlan.Error()), []byte(errLoad.Error())) {
+			t.Fatalf("%s: a missing ref: LoadRef says %v, PlanRepository says %v", dir, errLoad, errPlan)
 		}
-	}
-}
-
-// TestMemFS checks the in-memory file system ReadRef loads from against the
-// standard library's conformance test.
-func TestMemFS(t *testing.T) {
-	m := newMemFS(time.Unix(1, 0))
-	for _, f := range []string{"mesh.yaml", "nodes/n1.yaml", "nodes/n2.yaml", "catalog/modules/a/module.yaml", "assignments/n1/a.yaml"} {
-		m.add(f, []byte("x: "+f+"\n"))
-	}
-	if err := fstest.TestFS(m, "mesh.yaml", "nodes/n2.yaml", "catalog/modules/a/module.yaml", "assignments/n1/a.yaml"); err != nil {
-		t.Fatal(err)
 	}
 }

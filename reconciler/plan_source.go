@@ -41,7 +41,7 @@ func PlanRepository(src PlanSource) (*Plan, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			opts.Base, baseErr = ReadRef(src.Repo, src.Base)
+			opts.Base, baseErr = schema.LoadRef(src.Repo, src.Base)
 		}()
 	}
 	head := src.Head
@@ -50,7 +50,7 @@ func PlanRepository(src PlanSource) (*Plan, error) {
 	}
 	var err error
 	if head != "" {
-		opts.Head, err = ReadRef(src.Repo, head)
+		opts.Head, err = schema.LoadRef(src.Repo, head)
 	} else {
 		opts.Head, err = schema.LoadDir(src.Repo)
 	}
