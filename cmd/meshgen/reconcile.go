@@ -1,13 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/meshgen/meshgen/reconciler/loop"
 	"github.com/meshgen/meshgen/reconciler/sign"
@@ -16,7 +19,8 @@ import (
 
 // reconcileFlags are `meshgen reconcile`'s options.
 type reconcileFlags struct {
-	repo, vault, key, passwordFile, cacheDir string
+	repo, key, passwordFile, cacheDir string
+	vault                             vaultFlags
 	watch                                    bool
 	interval                                 time.Duration
 }
@@ -55,13 +59,13 @@ one reconcile, and logs one JSON line per reconcile.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.repo, "repo", "", "the mesh repository: a local bare repository or a git URL")
-	fl.StringVar(&f.vault, "vault", "", "vaultd's unix socket")
+	f.vault.register(fl)
 	fl.StringVar(&f.key, "key", "", "the encrypted signing key (cosign format)")
 	fl.StringVar(&f.passwordFile, "password-file", "", "a file holding the signing key's password (default: $COSIGN_PASSWORD)")
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "where a remote repository is cached (default: the user cache directory)")
 	fl.BoolVar(&f.watch, "watch", false, "keep running, reconciling on every push")
 	fl.DurationVar(&f.interval, "interval", 10*time.Second, "with --watch, how often a remote, and vaultd, are looked at")
-	for _, req := range []string{"repo", "vault", "key"} {
+	for _, req := range []string{"repo", "key"} {
 		cmd.MarkFlagRequired(req)
 	}
 	return cmd
@@ -83,7 +87,10 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 		}
 		f.cacheDir = filepath.Join(base, "meshgen", "remote-"+safeName(f.repo))
 	}
-	vault := client.Dial(f.vault)
+	vault, err := f.vault.dial()
+	if err != nil {
+		return err
+	}
 	defer vault.Close()
 	logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 	r, err := loop.New(loop.Options{Repo: f.repo, CacheDir: f.cacheDir, Vault: vault, Signer: signer, Logger: logger})
@@ -122,4 +129,34 @@ func safeName(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// vaultFlags say how to reach vaultd: its unix socket, or TCP with mutual
+// TLS, as `meshgen vault` does.
+type vaultFlags struct {
+	socket, cert, key, ca string
+}
+
+func (v *vaultFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&v.socket, "vault", os.Getenv("MESHGEN_VAULT"), "vaultd's unix `socket`, or tcp://host:port (default $MESHGEN_VAULT)")
+	fl.StringVar(&v.cert, "vault-cert", os.Getenv("MESHGEN_VAULT_CERT"), "client certificate `file` for a TCP vault (default $MESHGEN_VAULT_CERT)")
+	fl.StringVar(&v.key, "vault-key", os.Getenv("MESHGEN_VAULT_KEY"), "client key `file` for a TCP vault (default $MESHGEN_VAULT_KEY)")
+	fl.StringVar(&v.ca, "vault-ca", os.Getenv("MESHGEN_VAULT_CA"), "`file` of the CA that signed vaultd's certificate (default $MESHGEN_VAULT_CA)")
+}
+
+func (v *vaultFlags) dial() (*client.Client, error) {
+	switch {
+	case v.socket == "":
+		return nil, vaultHint{errors.New("no vault socket given"), "pass --vault /path/vault.sock or set MESHGEN_VAULT"}
+	case strings.HasPrefix(v.socket, "tcp://"):
+		if v.cert == "" || v.key == "" || v.ca == "" {
+			return nil, vaultHint{fmt.Errorf("vault %s is on TCP, which needs mutual TLS", v.socket), "pass --vault-cert, --vault-key and --vault-ca"}
+		}
+		cfg, err := client.LoadTLS(v.cert, v.key, v.ca)
+		if err != nil {
+			return nil, err
+		}
+		return client.DialTLS(v.socket, cfg), nil
+	}
+	return client.Dial(v.socket), nil
 }

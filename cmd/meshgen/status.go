@@ -18,6 +18,7 @@ import (
 // statusFlags are `meshgen status`'s options.
 type statusFlags struct {
 	repo, format, cacheDir string
+	vault                  vaultFlags
 	staleAfter             int
 	interval               time.Duration
 }
@@ -33,7 +34,8 @@ generation applied against the latest, when it last reported, the resources
 that failed and those gated behind them, and the nodes that have not
 reported within --stale-after poll intervals (mesh.yaml's pollInterval
 unless --interval is given). It also lists the consumers waiting for a
-provider's answer (a state, not a failure).
+provider's answer (a state, not a failure) and, given vaultd (--vault or
+$MESHGEN_VAULT), each rotation in progress and the nodes it waits on.
 
 Exit status: 0 when every node is current or catching up, 1 when any node
 failed, was refused or is stale.`,
@@ -48,6 +50,7 @@ failed, was refused or is stale.`,
 	cmd.Flags().StringVar(&f.repo, "repo", ".", "the mesh repository: a directory (bare or a work tree) or a git URL")
 	cmd.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where a remote repository is cached (default: the user cache directory)")
 	cmd.Flags().StringVar(&f.format, "format", "text", "output format: text or json")
+	f.vault.register(cmd.Flags())
 	cmd.Flags().IntVar(&f.staleAfter, "stale-after", 3, "poll intervals without a report after which a node is stale (0: never)")
 	cmd.Flags().DurationVar(&f.interval, "interval", 0, "hostd's poll interval (default: mesh.yaml's pollInterval, else 1m)")
 	return cmd
@@ -109,6 +112,11 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 			}
 		}
 	}
+	if f.vault.socket != "" {
+		if sum.Rotations, err = rotations(cmd, f.vault, repo); err != nil {
+			return err
+		}
+	}
 	if f.format == "json" {
 		err = sum.WriteJSON(cmd.OutOrStdout())
 	} else {
@@ -121,4 +129,41 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+// rotations lists vaultd's rotations in progress, naming the nodes they wait
+// on by the recipients in nodes/<n>.yaml of main (repo may be nil).
+func rotations(cmd *cobra.Command, vf vaultFlags, repo *schema.Repo) ([]status.Rotation, error) {
+	c, err := vf.dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	st, err := c.Status(cmd.Context())
+	if err != nil {
+		return nil, fmt.Errorf("vault status: %w", err)
+	}
+	nodeOf := map[string]string{}
+	if repo != nil {
+		for name, n := range repo.Nodes {
+			nodeOf[n.Recipient] = name
+		}
+	}
+	var out []status.Rotation
+	for _, s := range st.Secrets {
+		ro := s.Rotation
+		if ro == nil {
+			continue
+		}
+		r := status.Rotation{Secret: s.Name, Phase: string(ro.Phase), From: ro.From, To: ro.To}
+		for _, p := range ro.WaitsOn {
+			who := p.Recipient
+			if n, ok := nodeOf[p.Recipient]; ok {
+				who = n
+			}
+			r.WaitsOn = append(r.WaitsOn, fmt.Sprintf("%s (%s)", who, p.Role))
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

@@ -68,6 +68,18 @@ type Waiting struct {
 	Fields      []string `json:"fields"`
 }
 
+// Rotation is a secret's rotation in progress and the nodes it waits on
+// (design 27: status shows who a rotation waits on).
+type Rotation struct {
+	Secret string `json:"secret"`
+	Phase  string `json:"phase"`
+	From   uint64 `json:"from"`
+	To     uint64 `json:"to"`
+	// WaitsOn lists "<node> (<role>)", or the recipient when no node of
+	// the mesh has it.
+	WaitsOn []string `json:"waitsOn"`
+}
+
 // Summary is every node's standing.
 type Summary struct {
 	Nodes []Entry `json:"nodes"`
@@ -75,6 +87,9 @@ type Summary struct {
 	// state, not a failure: nothing depending on them is delivered yet).
 	// The caller fills it from a resolution of main.
 	Waiting []Waiting `json:"waiting,omitempty"`
+	// Rotations lists the rotations in progress, when the caller asked
+	// vaultd.
+	Rotations []Rotation `json:"rotations,omitempty"`
 	// Failed and Stale count nodes in those states (Refused counts as
 	// failed, Never as stale).
 	Failed int `json:"failed"`
@@ -160,6 +175,10 @@ func (s *Summary) WriteText(w io.Writer, now time.Time) error {
 		if len(e.Gated) > 0 {
 			fmt.Fprintf(w, "%s: gated: %s\n", e.Node, strings.Join(e.Gated, ", "))
 		}
+	}
+	for _, ro := range s.Rotations {
+		fmt.Fprintf(w, "rotating: %s from version %d to %d, %s, waits on %s\n",
+			ro.Secret, ro.From, ro.To, ro.Phase, strings.Join(ro.WaitsOn, ", "))
 	}
 	for _, x := range s.Waiting {
 		fmt.Fprintf(w, "waiting: %s needs %s (%s) from %s, answered by its step %s\n",
