@@ -21,8 +21,8 @@ import (
 type reconcileFlags struct {
 	repo, key, passwordFile, cacheDir string
 	vault                             vaultFlags
-	watch                                    bool
-	interval                                 time.Duration
+	watch                             bool
+	interval                          time.Duration
 }
 
 func newReconcileCmd() *cobra.Command {
