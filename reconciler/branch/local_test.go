@@ -116,7 +116,7 @@ func TestWriteLocal(t *testing.T) {
 	if got := outcomes(res); !mapsEqual(got, want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}
-	checkChain(t, repo, "n3", nil2(res, "n3", gitRun(t, repo, "rev-parse", "node/n3~1")))
+	checkChain(t, repo, "n3", twoWrites(res, "n3", gitRun(t, repo, "rev-parse", "node/n3~1")))
 	// Objects already in the repository (the other secrets, unchanged
 	// blobs) were not written again: a declaration, a signature, a secret,
 	// two trees and a commit.
@@ -126,9 +126,9 @@ func TestWriteLocal(t *testing.T) {
 	gitRun(t, repo, "fsck", "--strict", "--no-dangling")
 }
 
-// nil2 returns the commits a branch must hold after two writes: the first
+// twoWrites returns the commits a branch must hold after two writes: the first
 // (given) and the one res reports for node.
-func nil2(res *Result, node, first string) []string {
+func twoWrites(res *Result, node, first string) []string {
 	out := []string{strings.TrimSpace(first)}
 	for _, n := range res.Nodes {
 		if n.Node == node {

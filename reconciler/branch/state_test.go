@@ -91,7 +91,7 @@ func TestMaintain(t *testing.T) {
 		t.Error("repacking moved refs")
 	}
 	gitRun(t, repo, "fsck", "--strict")
-	checkChain(t, repo, "n1", nil2res(t, repo, "n1"))
+	checkChain(t, repo, "n1", branchCommits(t, repo, "n1"))
 	// Writing after a repack works, and an unchanged write still writes
 	// nothing.
 	res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", fmt.Sprint(PackLimit+1), 1)}, WriteOptions{Source: "s", Signer: signer})
@@ -100,7 +100,7 @@ func TestMaintain(t *testing.T) {
 	}
 }
 
-// nil2res lists every commit on node's branch: all must stay.
-func nil2res(t *testing.T, repo, node string) []string {
+// branchCommits lists every commit on node's branch: all must stay.
+func branchCommits(t *testing.T, repo, node string) []string {
 	return strings.Fields(gitRun(t, repo, "rev-list", Ref(node)))
 }
