@@ -137,6 +137,7 @@ func TestReconcileLab(t *testing.T) {
 	}
 	// Every branch verifies with the public key, and every sealed file
 	// opens with its node's own identity.
+	var values []string
 	for node, id := range m.ids {
 		body := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")
 		sig := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
@@ -155,9 +156,22 @@ func TestReconcileLab(t *testing.T) {
 				continue
 			}
 			ct := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
-			if plain := vaulttest.Open(t, id, []byte(ct)); len(plain) == 0 {
+			plain := vaulttest.Open(t, id, []byte(ct))
+			if len(plain) == 0 {
 				t.Errorf("node %s: %s opened empty", node, res.File.Secret.Sealed)
 			}
+			values = append(values, string(plain))
+		}
+	}
+	// No value appears in the log or in anything on the branches but the
+	// age ciphertext.
+	everything := log.String() + gitRun(t, m.bare, "log", "--all", "-p", "--", ":!*.age")
+	if !strings.Contains(everything, `"generation": 1`) || len(values) == 0 {
+		t.Fatal("the search for secret values has nothing to search or nothing to look for")
+	}
+	for _, v := range values {
+		if strings.Contains(everything, v) {
+			t.Errorf("a secret's value appears in the log or in a branch's clear text")
 		}
 	}
 	if n := strings.Count(log.String(), `"msg":"reconciled"`); n != 1 {
