@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -107,6 +108,23 @@ func TestLabShowsEveryFeature(t *testing.T) {
 		t.Error("postgres-database has no per-consumer secret field")
 	}
 	assignment(t, r, "postgres", "n1")
+	// postgres applies it: a run-once step after the server (it talks to
+	// the server), in the server's image, creates each consumer's login.
+	pg := r.Modules["postgres"]
+	pgServer, serverAt := resource(t, pg, "server")
+	logins, loginsAt := resource(t, pg, "logins")
+	if !logins.RunOnce || loginsAt < serverAt {
+		t.Errorf("postgres's logins is not a run-once step after the server (at %d, the server at %d)", loginsAt, serverAt)
+	}
+	if logins.Image != pgServer.Image {
+		t.Errorf("postgres's logins runs %s; want the server's image %s", logins.Image, pgServer.Image)
+	}
+	script := strings.Join(logins.Command, " ")
+	for _, want := range []string{"/run/meshgen/consumers", "CREATE ROLE", "CREATE DATABASE", "PASSWORD", "pg_isready"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("postgres's logins does not mention %s", want)
+		}
+	}
 	if a := assignment(t, r, "gitea", "n2"); a.Pins["db"] != "postgres@n1" {
 		t.Errorf("gitea's db is pinned to %q; want postgres@n1", a.Pins["db"])
 	}
