@@ -12,7 +12,6 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,43 +22,6 @@ import (
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/rogpeppe/go-internal/testscript"
 )
-
-// TestVaultScripts runs testdata/script/vault_*.txtar against the real vaultd
-// binary, built here and put on PATH. (TestScripts runs them too, without
-// $VAULTD, and they skip.)
-func TestVaultScripts(t *testing.T) {
-	bin := t.TempDir()
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/meshgen/meshgen/cmd/vaultd").CombinedOutput(); err != nil {
-		t.Fatalf("build vaultd: %v\n%s", err, out)
-	}
-	files, err := filepath.Glob("testdata/script/vault_*.txtar")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no vault scripts: %v", err)
-	}
-	// [exec:vaultd] looks in this process's PATH.
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	testscript.Run(t, testscript.Params{
-		Files: files,
-		Setup: func(env *testscript.Env) error {
-			// A unix socket path is limited to 108 bytes: keep it short.
-			d, err := os.MkdirTemp("", "vs")
-			if err != nil {
-				return err
-			}
-			env.Defer(func() { os.RemoveAll(d) })
-			env.Setenv("SOCK", filepath.Join(d, "vault.sock"))
-			// Scripts run only where $VAULTD is set: [exec:vaultd] would not
-			// do, testscript caches it per process by name, and TestScripts
-			// (run first, without vaultd) would decide for every test.
-			env.Setenv("VAULTD", filepath.Join(bin, "vaultd"))
-			return nil
-		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitvault": waitVault,
-			"seal":      vaultSealCmd,
-		},
-	})
-}
 
 // waitVault SOCKET waits until the vaultd started in the background answers.
 func waitVault(ts *testscript.TestScript, neg bool, args []string) {
