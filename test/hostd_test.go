@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshgen/meshgen/hostd"
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/ocitest"
 	"github.com/meshgen/meshgen/reconciler/status"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -51,16 +52,13 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	if err := os.WriteFile(pubFile, pub, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pd, err := os.MkdirTemp("", "pm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(pd) })
+	// A private store, reset at cleanup so no overlay mount is left behind.
+	store := ocitest.NewStore(t)
 	h, err := hostd.New(hostd.Config{
 		Node: "n3", Mesh: "lab", Remote: "file://" + m.bare, PushURL: "file://" + m.bare,
 		PublicKey: pubFile, Identity: filepath.Join(stateDir, hostd.IdentityFile),
 		StateDir: stateDir, Root: root,
-		Podman: hostd.PodmanConfig{Root: filepath.Join(pd, "r"), RunRoot: filepath.Join(pd, "rr"), TmpDir: filepath.Join(pd, "t")},
+		Podman: hostd.PodmanConfig{Root: store.Root, RunRoot: store.RunRoot, TmpDir: store.TmpDir},
 	})
 	if err != nil {
 		t.Fatal(err)
