@@ -129,6 +129,14 @@ type SecretSpec struct {
 	// NotRotatable marks a secret a service takes only at first
 	// initialisation; rotating it is refused with Reason (design 27).
 	NotRotatable string `yaml:"notRotatable,omitempty" json:"notRotatable,omitempty"`
+	// Operator marks a value a person chooses, such as an external API key:
+	// the operator hands it to the vault (`meshgen vault put NAME`), the
+	// vault never makes or replaces it, and the reconcile waits for it
+	// (design 27, "A secret operator value").
+	Operator bool `yaml:"operator,omitempty" json:"operator,omitempty"`
+	// MaxAge, a Go duration such as 2160h, makes the vault rotate the
+	// secret by itself once its value is older (design 27, "Rotation").
+	MaxAge string `yaml:"maxAge,omitempty" json:"maxAge,omitempty"`
 }
 
 // Built-in contracts answered by the host and the mesh. Their fields are fixed

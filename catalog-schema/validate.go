@@ -309,6 +309,15 @@ func checkSpec(a at, p string, s SecretSpec) {
 	if s.Format != "" && !slices.Contains(formats, s.Format) {
 		a.add(p+".format", "use one of "+strings.Join(formats, ", "), "%q is not a secret format", s.Format)
 	}
+	if s.MaxAge != "" {
+		if d, err := time.ParseDuration(s.MaxAge); err != nil || d <= 0 {
+			a.add(p+".maxAge", "write a positive Go duration such as 720h", "%q is not a positive duration", s.MaxAge)
+		}
+	}
+	if s.Operator && (s.Length != 0 || s.Alphabet != "" || s.MaxAge != "") {
+		a.add(p+".operator", "drop length, alphabet and maxAge: an operator's value is delivered, never made or rotated by the vault",
+			"an operator's value has no length, alphabet or maxAge")
+	}
 }
 
 // at returns the reporter for one file.

@@ -102,6 +102,14 @@ func (m *mesh) refs(t *testing.T) string {
 
 func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
 	t.Helper()
+	r, pub, _ := newReconcilerVault(t, m, log)
+	return r, pub
+}
+
+// newReconcilerVault is newReconciler that also returns the real vaultd it
+// reconciles with.
+func newReconcilerVault(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
+	t.Helper()
 	kp, err := testKey()
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +124,7 @@ func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return r, kp.Public
+	return r, kp.Public, v
 }
 
 func TestReconcileLab(t *testing.T) {

@@ -2,10 +2,12 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/reconciler"
@@ -56,9 +58,12 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 }
 
 func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconciler.SecretNeed, held *client.SecretStatus, out *sealed, mu *sync.Mutex) error {
+	// The loader refused a maxAge that is not a positive duration.
+	maxAge, _ := time.ParseDuration(need.Spec.MaxAge)
 	req := client.SealRequest{Name: need.Name, Spec: client.Spec{
 		Length: need.Spec.Length, Alphabet: need.Spec.Alphabet, Format: need.Spec.Format,
 		NotRotatable: need.Spec.NotRotatable, Rotation: need.Rotation,
+		Operator: need.Spec.Operator, MaxAge: client.Duration(maxAge),
 	}, Recipients: []string{}}
 	recipientOf := map[string]string{}
 	seen := map[string]bool{}
@@ -83,6 +88,9 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	if !ok {
 		var err error
 		resp, err = r.opts.Vault.Seal(ctx, req)
+		if errors.Is(err, client.ErrNotDelivered) {
+			return fmt.Errorf("secret %q is an operator's value not delivered yet: deliver it with `meshgen vault put %s`: %w", need.Name, need.Name, err)
+		}
 		if err != nil {
 			return fmt.Errorf("seal secret %q: %w", need.Name, err)
 		}
