@@ -101,6 +101,18 @@ func TestLabShowsEveryFeature(t *testing.T) {
 	if acl, _ := resource(t, mq, "acl"); !acl.CreateOnce {
 		t.Error("mosquitto's acl is not createOnce")
 	}
+	// Its consumers' accounts are made through the running broker: a
+	// run-once step after it, in the broker's image.
+	broker, _ := resource(t, mq, "broker")
+	accounts, accountsAt := resource(t, mq, "accounts")
+	if !accounts.RunOnce || accountsAt < brokerAt || accounts.Image != broker.Image {
+		t.Error("mosquitto's accounts is not a run-once step after the broker, in its image")
+	}
+	for _, want := range []string{"/run/meshgen/consumers", "createClient", "setClientPassword", "addClientRole"} {
+		if !strings.Contains(strings.Join(accounts.Command, " "), want) {
+			t.Errorf("mosquitto's accounts does not mention %s", want)
+		}
+	}
 
 	// postgres provides postgres-database with a per-consumer secret, and
 	// gitea on n2 requires it from postgres on n1.
