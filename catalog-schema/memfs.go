@@ -14,7 +14,7 @@ import (
 // scans every file on each listing, which is quadratic on a big mesh).
 type memFS struct {
 	files map[string][]byte
-	dirs  map[string][]fs.DirEntry // sorted by name once add is done
+	dirs  map[string][]fs.DirEntry // in the order added; ReadDir sorts
 	when  time.Time
 }
 
