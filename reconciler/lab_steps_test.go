@@ -23,17 +23,30 @@ import (
 // tools, in a mount namespace where its mounts are bound as podman would
 // bind them.
 
-// needTools skips the test when a tool a provisioner's test needs is missing,
-// and when mounting is not allowed.
+// needTools makes sure the tools a provisioner's test needs are there,
+// finding PostgreSQL's server programs where Debian puts them. Outside CI a
+// test without them skips; in CI (CI is set), where .ci/install-deps installs
+// them, it fails rather than pass without running.
 func needTools(t *testing.T, tools ...string) {
 	t.Helper()
+	if dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin"); len(dirs) > 0 {
+		slices.Sort(dirs)
+		t.Setenv("PATH", os.Getenv("PATH")+string(os.PathListSeparator)+dirs[len(dirs)-1])
+	}
+	missing := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("CI") != "" {
+			t.Fatalf(format+" (CI installs it with .ci/install-deps)", args...)
+		}
+		t.Skipf(format, args...)
+	}
 	for _, tool := range append(tools, "unshare", "setpriv") {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: %v", tool, err)
+			missing("%s is not installed: %v", tool, err)
 		}
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("mounting a step's paths needs root")
+		missing("mounting a step's paths needs root")
 	}
 }
 
