@@ -69,7 +69,7 @@ func (l *local) view() (storer.EncodedObjectStorer, func()) {
 }
 
 // listingFS lists a directory while other writers add and remove files in
-// it. go-billy's osfs fails a whole ReadDir with "not exist" when an entry
+// it, leaving out their lock files. go-billy's osfs fails a whole ReadDir with "not exist" when an entry
 // vanishes between listing and stat (another writer's tmp_pack_ renamed into
 // place), and go-git then takes objects/pack for absent and sees no pack at
 // all: a concurrent pack write made every object invisible.
@@ -113,6 +113,12 @@ func (f listingFS) ReadDir(p string) ([]fs.FileInfo, error) {
 	}
 	infos := make([]fs.FileInfo, 0, len(entries))
 	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".lock") {
+			// Another writer's lock file, empty while it is made: git
+			// never reads one as a ref, and go-git's walk of refs/ would
+			// fail the whole listing on it ("ref file is empty").
+			continue
+		}
 		fi, err := e.Info()
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // gone since it was listed
