@@ -2,6 +2,7 @@ package branch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,10 +23,25 @@ const StateRef = "refs/heads/meshgen/state"
 const StateFile = "state.json"
 
 // WriteState records content as state.json on [StateRef], rendered from
-// source, unless the branch already holds it. It moves the ref with
-// compare-and-swap like [Repository.Write], and leaves a record of a newer
-// commit of main as it is. It reports whether it committed.
+// source, unless the branch already holds it; see [Repository.WriteStateFiles].
 func (r *Repository) WriteState(ctx context.Context, content []byte, opts WriteOptions) (bool, error) {
+	return r.WriteStateFiles(ctx, map[string][]byte{StateFile: content}, opts)
+}
+
+// WriteStateFiles records files (name → content, at the top of the tree;
+// [StateFile] among them) as the whole tree of [StateRef], rendered from
+// source, unless the branch already holds exactly these files. It moves the
+// ref with compare-and-swap like [Repository.Write], and leaves a record of
+// a newer commit of main as it is. It reports whether it committed.
+func (r *Repository) WriteStateFiles(ctx context.Context, files map[string][]byte, opts WriteOptions) (bool, error) {
+	if len(files) == 0 {
+		return false, errors.New("record reconciler state: no files")
+	}
+	for name := range files {
+		if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
+			return false, fmt.Errorf("record reconciler state: %q is not a file name", name)
+		}
+	}
 	if opts.Author.Name == "" {
 		opts.Author = object.Signature{Name: "meshgen reconciler", Email: "reconciler@meshgen.invalid"}
 	}
@@ -45,7 +61,7 @@ func (r *Repository) WriteState(ctx context.Context, content []byte, opts WriteO
 		objs := newObjects()
 		var up *refUpdate
 		if err == nil {
-			up, err = planState(s, objs, tip, content, opts)
+			up, err = planState(s, objs, tip, files, opts)
 		}
 		var missing []plumbing.Hash
 		if err == nil && up != nil {
@@ -76,27 +92,30 @@ func (r *Repository) WriteState(ctx context.Context, content []byte, opts WriteO
 	}
 }
 
-func planState(s storer.EncodedObjectStorer, objs *objects, tip plumbing.Hash, content []byte, opts WriteOptions) (*refUpdate, error) {
+func planState(s storer.EncodedObjectStorer, objs *objects, tip plumbing.Hash, files map[string][]byte, opts WriteOptions) (*refUpdate, error) {
+	entries := make([]treeEntry, 0, len(files))
+	for name, content := range files {
+		bh, err := objs.blob(content)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, treeEntry{name: name, mode: filemode.Regular, hash: bh})
+	}
+	th, err := objs.tree(entries)
+	if err != nil {
+		return nil, err
+	}
 	if !tip.IsZero() {
 		c, err := object.GetCommit(s, tip)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", StateRef, err)
 		}
-		f, err := c.File(StateFile)
-		if err == nil && f.Hash == blobHash(content) {
+		if c.TreeHash == th {
 			return nil, nil
 		}
 		if newerSource(s, opts.Source, stateSource(c.Message)) {
 			return nil, nil
 		}
-	}
-	bh, err := objs.blob(content)
-	if err != nil {
-		return nil, err
-	}
-	th, err := objs.tree([]treeEntry{{name: StateFile, mode: filemode.Regular, hash: bh}})
-	if err != nil {
-		return nil, err
 	}
 	sig := opts.Author
 	sig.When = opts.Now()
@@ -128,6 +147,20 @@ func stateSource(msg string) string {
 // ReadState returns state.json from [StateRef] of the repository at dir,
 // or nil when the reconciler never recorded one.
 func ReadState(dir string) ([]byte, error) {
+	files, err := ReadStateFiles(dir)
+	if err != nil || files == nil {
+		return nil, err
+	}
+	b, ok := files[StateFile]
+	if !ok {
+		return nil, fmt.Errorf("read %s:%s: %w: repair or delete the branch", StateRef, StateFile, object.ErrFileNotFound)
+	}
+	return b, nil
+}
+
+// ReadStateFiles returns every file at the top of [StateRef]'s tree in the
+// repository at dir, by name, or nil when the reconciler never recorded one.
+func ReadStateFiles(dir string) (map[string][]byte, error) {
 	repo, err := OpenGit(dir)
 	if err != nil {
 		return nil, err
@@ -143,14 +176,29 @@ func ReadState(dir string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", StateRef, err)
 	}
-	f, err := c.File(StateFile)
+	tree, err := c.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("read %s:%s: %w", StateRef, StateFile, err)
+		return nil, fmt.Errorf("read %s: %w", StateRef, err)
 	}
-	rd, err := f.Reader()
-	if err != nil {
-		return nil, err
+	out := map[string][]byte{}
+	for _, e := range tree.Entries {
+		if !e.Mode.IsFile() {
+			continue
+		}
+		b, err := repo.BlobObject(e.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("read %s:%s: %w", StateRef, e.Name, err)
+		}
+		rd, err := b.Reader()
+		if err != nil {
+			return nil, fmt.Errorf("read %s:%s: %w", StateRef, e.Name, err)
+		}
+		content, err := io.ReadAll(rd)
+		rd.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s:%s: %w", StateRef, e.Name, err)
+		}
+		out[e.Name] = content
 	}
-	defer rd.Close()
-	return io.ReadAll(rd)
+	return out, nil
 }

@@ -67,6 +67,8 @@ type Reconciler struct {
 	dir    string // where main and status/* are read
 	log    *slog.Logger
 	cache  sealCache
+	build  string // buildID(FormatVersion)
+	signer string // signerID(opts.Signer)
 }
 
 // IsRemote reports whether repo names a git server rather than a directory.
@@ -79,7 +81,7 @@ func New(opts Options) (*Reconciler, error) {
 	if opts.Vault == nil || opts.Signer == nil {
 		return nil, errors.New("reconciler: a vault and a signer are required")
 	}
-	r := &Reconciler{opts: opts, log: opts.Logger}
+	r := &Reconciler{opts: opts, log: opts.Logger, build: buildID(FormatVersion), signer: signerID(opts.Signer)}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -133,10 +135,22 @@ type Outcome struct {
 	Objects int
 	// Duration is how long the reconcile took.
 	Duration time.Duration
+	// InputsUnchanged is set when every input (main, every status/<node>
+	// branch, vaultd's status, every node branch, the signing key and
+	// this build) was what the last successful reconcile recorded: nothing
+	// was resolved, rendered, sealed or written, Unchanged lists every node
+	// and Waiting is what that reconcile found waiting.
+	InputsUnchanged bool
 }
 
 // Once runs one reconcile of main. On a refusal it writes nothing and
 // returns the Outcome with Refused set and an error holding every reason.
+//
+// It first compares every input with the fingerprint the last successful
+// reconcile recorded on meshgen/state ([InputsFile]); when all are equal it
+// does nothing more and says so (Outcome.InputsUnchanged): a fresh process
+// then costs a read of the refs and one status call to vaultd instead of a
+// resolution and a render.
 func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 	start := time.Now()
 	out = &Outcome{}
@@ -144,9 +158,22 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 
 	// Observe.
 	if r.remote != nil {
-		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*", "refs/heads/meshgen/*"); err != nil {
+		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*", "refs/heads/meshgen/*", "refs/heads/node/*"); err != nil {
 			return out, err
 		}
+	}
+	var vaultStatus func() (*client.Status, error)
+	if rot, ok := r.opts.Vault.(Rotator); ok {
+		vaultStatus = func() (*client.Status, error) { return rot.Status(ctx) }
+	}
+	obs, err := r.observe(vaultStatus)
+	if err != nil {
+		return out, err
+	}
+	if r.unchanged(obs) {
+		out.Source, out.InputsUnchanged = obs.main, true
+		out.Unchanged, out.Waiting = sortedKeys(obs.prev.Nodes), obs.prev.Waiting
+		return out, nil
 	}
 	repo, err := loadMain(ctx, r.dir)
 	if err != nil {
@@ -164,11 +191,11 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 	// Confirm the rotation steps the reports show done before sealing, so
 	// this reconcile renders the phase they open.
 	var st *client.Status
-	out.Confirmed, st, err = r.driveRotations(ctx, repo, reports)
+	out.Confirmed, st, err = r.driveRotations(ctx, repo, reports, obs.vault)
 	if err != nil {
 		return out, err
 	}
-	return out, r.reconcile(ctx, repo, answers(reports), st, out)
+	return out, r.reconcile(ctx, repo, answers(reports), st, out, obs)
 }
 
 // Reconcile resolves, seals, renders, signs and writes repo (read from main
@@ -179,12 +206,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	start := time.Now()
 	out = &Outcome{Source: repo.Source}
 	defer func() { r.record(out, start, err) }()
-	return out, r.reconcile(ctx, repo, ans, nil, out)
+	return out, r.reconcile(ctx, repo, ans, nil, out, nil)
 }
 
 // reconcile compares and acts; st is vaultd's status when the caller has a
-// current one, else it is read here.
-func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, st *client.Status, out *Outcome) error {
+// current one, else it is read here. obs is what Once observed, from which
+// the inputs are recorded; nil records none.
+func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans reconciler.Answers, st *client.Status, out *Outcome, obs *observed) error {
 	// Compare: resolve and render what every node must hold, keeping what
 	// the last committed resolution decided (ports, seats, public names).
 	prev, err := r.previous()
@@ -254,7 +282,25 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if err != nil {
 		return fmt.Errorf("record state: %w", err)
 	}
-	if _, err := r.repo.WriteState(ctx, state, wopts); err != nil {
+	files := map[string][]byte{branch.StateFile: state}
+	if rec := r.inputsOf(obs, repo, st, wr, out); rec != nil {
+		rec.State = digest(state)
+		// The seals may have changed vaultd (a secret made, its
+		// recipients recorded): record the status after them when they
+		// explain every difference, so the next reconcile need not run in
+		// full only to see its own seals.
+		if after, err := r.opts.Vault.(Rotator).Status(ctx); err == nil && sealsExplain(st, after, sealed.asked) {
+			if d, err := vaultDigestOf(after); err == nil {
+				rec.Vault = d
+			}
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("record inputs: %w", err)
+		}
+		files[InputsFile] = b
+	}
+	if _, err := r.repo.WriteStateFiles(ctx, files, wopts); err != nil {
 		return fmt.Errorf("record state: %w", err)
 	}
 	if out.Objects > 0 {
@@ -265,6 +311,25 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		}
 	}
 	return nil
+}
+
+// inputsOf is the record of the inputs of a reconcile that succeeded, or
+// nil when the next must not be skipped on its account: nothing was
+// observed, the vault or the signer cannot be fingerprinted, a rotation
+// step was confirmed (vaultd's status moved since it was observed, and the
+// next reconcile may confirm the next step), or a newer render superseded a
+// branch.
+func (r *Reconciler) inputsOf(obs *observed, repo *schema.Repo, st *client.Status, wr *branch.Result, out *Outcome) *inputs {
+	if obs == nil || obs.vault == nil || st != obs.vault || r.signer == "" || wr == nil ||
+		len(out.Confirmed) > 0 || len(out.Superseded) > 0 {
+		return nil
+	}
+	rec := &inputs{Build: r.build, Signer: r.signer, Main: repo.Source, Status: obs.status,
+		Vault: obs.digest, Nodes: make(map[string]string, len(wr.Nodes)), Waiting: out.Waiting}
+	for _, n := range wr.Nodes {
+		rec.Nodes[n.Node] = n.Commit
+	}
+	return rec
 }
 
 // previous reads the state the last reconcile recorded, or nil.
@@ -295,6 +360,9 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 		"duration", out.Duration.Round(time.Millisecond).String(),
 	}
 	switch {
+	case out.InputsUnchanged:
+		r.log.Info("unchanged", "source", out.Source, "nodes", len(out.Unchanged), "waiting", len(out.Waiting),
+			"duration", out.Duration.Round(time.Millisecond).String())
 	case out.Refused:
 		r.log.Error("reconcile refused: nothing written", append(attrs, "error", err.Error())...)
 	case err != nil:

@@ -51,16 +51,18 @@ type Confirmation struct {
 // readers get the new value only after every applier confirmed, and the old
 // one is retired only after every reader confirmed.
 //
-// It also returns the status it read, which still holds when it confirmed
-// nothing.
-func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, reports []status.Node) ([]Confirmation, *client.Status, error) {
+// st is vaultd's status when the caller just read it, else nil. It also
+// returns the status it used, which still holds when it confirmed nothing.
+func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, reports []status.Node, st *client.Status) ([]Confirmation, *client.Status, error) {
 	rot, ok := r.opts.Vault.(Rotator)
 	if !ok {
 		return nil, nil, nil
 	}
-	st, err := rot.Status(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rotations: vault status: %w", err)
+	var err error
+	if st == nil {
+		if st, err = rot.Status(ctx); err != nil {
+			return nil, nil, fmt.Errorf("rotations: vault status: %w", err)
+		}
 	}
 	nodeOf := map[string]string{}
 	for name, n := range repo.Nodes {

@@ -18,6 +18,13 @@ import (
 type sealed struct {
 	index      reconciler.SealedMap
 	ciphertext map[string][]byte // by reconciler.SealedKey
+	// asked is, per secret, what was asked of vaultd and what it answered.
+	asked map[string]askedSeal
+}
+
+type askedSeal struct {
+	req  client.SealRequest
+	resp *client.SealResponse
 }
 
 // seal asks vaultd for every secret the resolution needs, sealed to its
@@ -26,7 +33,7 @@ type sealed struct {
 // the same recipients is the same ciphertext, so an unchanged mesh commits
 // nothing.
 func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
-	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}}
+	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}}
 	held := map[string]*client.SecretStatus{}
 	if st != nil {
 		for i := range st.Secrets {
@@ -98,6 +105,7 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	out.asked[need.Name] = askedSeal{req: req, resp: resp}
 	reader := map[string]bool{}
 	for _, rc := range need.Recipients {
 		if rc.Role == reconciler.Reader {

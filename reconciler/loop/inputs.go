@@ -1,0 +1,242 @@
+package loop
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/reconciler/branch"
+	"github.com/meshgen/meshgen/vaultd/client"
+)
+
+// FormatVersion names how this reconciler resolves, renders, seals and
+// writes. It is part of every recorded fingerprint of inputs: bump it with
+// any change that makes the same inputs give other branches (a renderer's
+// new field, another secret layout), so the first reconcile of the new build
+// renders everything again instead of trusting the old build's record.
+const FormatVersion = 1
+
+// InputsFile is the file on branch meshgen/state that fingerprints every
+// input of the last successful reconcile, beside [branch.StateFile].
+const InputsFile = "inputs.json"
+
+// inputs fingerprints everything a reconcile's result depends on. When the
+// inputs observed now equal the ones recorded by the last successful
+// reconcile, resolving and rendering again would give the same branches,
+// which are still in place: the reconcile does nothing.
+type inputs struct {
+	// Build names the reconciler: FormatVersion, its module's version and
+	// VCS revision, the Go version, and the executable's size and time.
+	Build string `json:"build"`
+	// Signer is the sha256 of the signing key's public key.
+	Signer string `json:"signer"`
+	// Main is the commit of main resolved.
+	Main string `json:"main"`
+	// Status is every status/<node> branch read (node → commit): hostd's
+	// reports carry providers' answers and rotation confirmations.
+	Status map[string]string `json:"status"`
+	// Vault is the sha256 of vaultd's whole status (every secret's version,
+	// recipients and rotation) the secrets were sealed against.
+	Vault string `json:"vault"`
+	// Nodes is every node branch as the reconcile left it (node → commit):
+	// a branch changed or deleted behind the reconciler's back is repaired.
+	Nodes map[string]string `json:"nodes"`
+	// State is the sha256 of state.json recorded beside.
+	State string `json:"state"`
+	// Waiting is what the resolution found waiting for a provider's
+	// answer, reported again by a reconcile that does nothing.
+	Waiting []reconciler.Waiting `json:"waiting,omitempty"`
+}
+
+// observed is what a reconcile reads before deciding anything.
+type observed struct {
+	main   string
+	status map[string]string
+	nodes  map[string]string // every node/<node> branch
+	vault  *client.Status    // nil when the vault is not a Rotator
+	digest string            // of vault
+	prev   *inputs           // recorded by the last successful reconcile
+	state  []byte            // state.json recorded
+}
+
+// observe reads the refs, vaultd's status and the last record. The refs are
+// read first: whatever the reconcile then reads is as new as them or newer,
+// so a record never claims inputs older than what was rendered.
+func (r *Reconciler) observe(st func() (*client.Status, error)) (*observed, error) {
+	refs, err := branch.ListRefs(r.dir, "refs/heads/")
+	if err != nil {
+		return nil, err
+	}
+	o := &observed{status: map[string]string{}, nodes: map[string]string{}}
+	for name, h := range refs {
+		switch {
+		case name == branch.MainRef:
+			o.main = h.String()
+		case strings.HasPrefix(name, "refs/heads/status/"):
+			o.status[strings.TrimPrefix(name, "refs/heads/status/")] = h.String()
+		case strings.HasPrefix(name, "refs/heads/node/"):
+			o.nodes[strings.TrimPrefix(name, "refs/heads/node/")] = h.String()
+		}
+	}
+	if st != nil {
+		if o.vault, err = st(); err != nil {
+			return nil, fmt.Errorf("vault status: %w", err)
+		}
+		if o.digest, err = vaultDigestOf(o.vault); err != nil {
+			return nil, err
+		}
+	}
+	files, err := branch.ReadStateFiles(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	o.state = files[branch.StateFile]
+	if b, ok := files[InputsFile]; ok {
+		var p inputs
+		if err := json.Unmarshal(b, &p); err != nil {
+			// A record this build cannot read is no record: reconcile in
+			// full, which writes a new one.
+			r.log.Warn("unreadable record of inputs: reconciling in full", "branch", branch.StateRef, "error", err.Error())
+		} else {
+			o.prev = &p
+		}
+	}
+	return o, nil
+}
+
+// unchanged reports whether every input equals the recorded ones, so the
+// branches the last reconcile left are what this one would write.
+func (r *Reconciler) unchanged(o *observed) bool {
+	p := o.prev
+	if p == nil || o.vault == nil || r.signer == "" {
+		return false
+	}
+	if p.Build != r.build || p.Signer != r.signer || p.Main != o.main || p.Vault != o.digest ||
+		p.State != digest(o.state) || !maps.Equal(p.Status, o.status) || len(p.Nodes) == 0 {
+		return false
+	}
+	for node, h := range p.Nodes {
+		if o.nodes[node] != h {
+			return false
+		}
+	}
+	return true
+}
+
+// vaultDigestOf is the sha256 of vaultd's whole status, as JSON: any change
+// of a secret's version, recipients, spec or rotation changes it.
+//
+// vaultd offers no cheaper token of its state; a counter it raised on every
+// change of a record (a put, a seal that changed recipients, a rotation
+// step, a maximum age's start) would spare sending and decoding every
+// secret's status.
+func vaultDigestOf(st *client.Status) (string, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return "", fmt.Errorf("vault status: %w", err)
+	}
+	return digest(b), nil
+}
+
+func digest(b []byte) string {
+	if b == nil {
+		return ""
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// buildID names this reconciler's build for the record of inputs: format,
+// then what Go knows of the build, then the executable's size and time,
+// which change with every new build even where the version control
+// revision does not (a build from a modified tree).
+func buildID(format int) string {
+	parts := []string{fmt.Sprintf("format %d", format)}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		parts = append(parts, bi.GoVersion, bi.Main.Path+"@"+bi.Main.Version)
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
+				parts = append(parts, s.Key+"="+s.Value)
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			parts = append(parts, fmt.Sprintf("exe %d %d", fi.Size(), fi.ModTime().UnixNano()))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// signerID is the sha256 of the signer's public key, or "" when the signer
+// cannot say it (then no reconcile is ever skipped).
+func signerID(s branch.Signer) string {
+	pk, ok := s.(interface{ PublicKey() ([]byte, error) })
+	if !ok {
+		return ""
+	}
+	b, err := pk.PublicKey()
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	return digest(b)
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// sealsExplain reports whether every difference between vaultd's status
+// before the seals and after them is what the seals did: each secret sealed
+// shows the version, slots, rotation and recipients vaultd answered with,
+// and every other secret is as it was. Then the status after the seals is
+// the one the branches hold and may be recorded; otherwise (an operator
+// rotated or delivered a value meanwhile) the status before is, and the next
+// reconcile runs in full.
+func sealsExplain(before, after *client.Status, asked map[string]askedSeal) bool {
+	if before == nil || after == nil || before.Recipient != after.Recipient {
+		return false
+	}
+	was := make(map[string]*client.SecretStatus, len(before.Secrets))
+	for i := range before.Secrets {
+		was[before.Secrets[i].Name] = &before.Secrets[i]
+	}
+	seen := 0
+	for i := range after.Secrets {
+		s := &after.Secrets[i]
+		if a, ok := asked[s.Name]; ok {
+			seen++
+			if s.Version != a.resp.Version || s.Origin != a.resp.Origin || !sameJSON(s.Slots, a.resp.Slots) ||
+				!sameJSON(s.Rotation, a.resp.Rotation) || !sameSet(s.Appliers, a.req.Appliers) || !sameSet(s.Readers, a.req.Recipients) {
+				return false
+			}
+			continue
+		}
+		if w, ok := was[s.Name]; !ok || !sameJSON(w, s) {
+			return false
+		}
+	}
+	if seen != len(asked) {
+		return false // a secret sealed is gone
+	}
+	for name := range was {
+		if _, ok := asked[name]; !ok && !slices.ContainsFunc(after.Secrets, func(s client.SecretStatus) bool { return s.Name == name }) {
+			return false // a secret vanished
+		}
+	}
+	return true
+}
+
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
