@@ -96,30 +96,22 @@ func (h *Host) auth(url string) (transport.AuthMethod, error) {
 }
 
 // Fetch fetches branch node/<name> from the remote, and only it: shallow
-// (depth 1), no tags. It first lists the remote's refs (one round trip) and
-// returns [ErrNothingNew] when the branch still points at have, so a poll
-// with nothing new transfers no objects and changes nothing.
+// (depth 1), no tags. It first looks the branch up (one round trip, two over
+// smart HTTP; protocol v2's ls-refs, so the server sends that branch alone,
+// see lsrefs.go) and returns [ErrNothingNew] when the branch still points at
+// have, so a poll with nothing new transfers no objects and changes nothing.
 func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
-	// Listing needs no objects: an in-memory repository will do.
-	repo, err := git.Init(memory.NewStorage(), nil)
-	if err != nil {
-		return Branch{}, fmt.Errorf("list refs: %w", err)
-	}
 	auth, err := h.auth(h.cfg.Remote)
 	if err != nil {
 		return Branch{}, err
 	}
 	branch := NodeBranch(h.cfg.Node)
-	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: cacheRemote, URLs: []string{h.cfg.Remote}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth})
+	head, err := lsRef(ctx, h.cfg.Remote, auth, branch)
+	if errors.Is(err, errNoLsRefs) {
+		head, err = listRefs(ctx, h.cfg.Remote, auth, branch)
+	}
 	if err != nil {
 		return Branch{}, &fetchError{fmt.Errorf("list refs of %s: %w", redact(h.cfg.Remote), err)}
-	}
-	var head plumbing.Hash
-	for _, r := range refs {
-		if r.Name() == branch {
-			head = r.Hash()
-		}
 	}
 	switch {
 	case head.IsZero():
@@ -127,10 +119,11 @@ func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
 	case head.String() == have:
 		return Branch{}, ErrNothingNew
 	}
-	if repo, err = h.cache(true); err != nil {
+	repo, err := h.cache(true)
+	if err != nil {
 		return Branch{}, err
 	}
-	remote = git.NewRemote(repo.Storer, &config.RemoteConfig{Name: cacheRemote, URLs: []string{h.cfg.Remote}})
+	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: cacheRemote, URLs: []string{h.cfg.Remote}})
 	local := plumbing.ReferenceName("refs/remotes/" + cacheRemote + "/" + branch.Short())
 	err = remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: cacheRemote,
@@ -144,6 +137,28 @@ func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
 		return Branch{}, &fetchError{fmt.Errorf("fetch %s from %s: %w", branch.Short(), redact(h.cfg.Remote), err)}
 	}
 	return readBranch(repo, head)
+}
+
+// listRefs looks branch up with go-git's listing, which has the server
+// advertise every ref it has (protocol v0): what [Host.Fetch] does where it
+// cannot ask for the one branch.
+func listRefs(ctx context.Context, url string, auth transport.AuthMethod, branch plumbing.ReferenceName) (plumbing.Hash, error) {
+	// Listing needs no objects: an in-memory repository will do.
+	repo, err := git.Init(memory.NewStorage(), nil)
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	remote := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: cacheRemote, URLs: []string{url}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth})
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	for _, r := range refs {
+		if r.Name() == branch {
+			return r.Hash(), nil
+		}
+	}
+	return plumbing.ZeroHash, nil
 }
 
 // readBranch reads declaration.json, its signature and secrets/*.age from a
