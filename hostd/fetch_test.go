@@ -26,6 +26,10 @@ type gitRemote struct {
 	base string // holds mesh.git
 	bare string
 	work map[string]string
+	// sshAcceptEnv has the ssh server pass GIT_PROTOCOL from the client to
+	// git, as OpenSSH does with "AcceptEnv GIT_PROTOCOL"; without it the
+	// server refuses the variable and git answers in protocol v0.
+	sshAcceptEnv bool
 }
 
 func newGitRemote(t testing.TB) *gitRemote {

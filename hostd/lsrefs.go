@@ -145,7 +145,14 @@ func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint,
 		}
 		if res.StatusCode != http.StatusOK {
 			res.Body.Close()
-			return nil, fmt.Errorf("%s %s: %s", req.Method, req.URL.Path, res.Status)
+			hint := ""
+			switch res.StatusCode {
+			case http.StatusUnauthorized, http.StatusForbidden:
+				hint = " (check the user and password in the remote URL)"
+			case http.StatusNotFound:
+				hint = " (check the remote URL)"
+			}
+			return nil, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Path, res.Status, hint)
 		}
 		if ct := res.Header.Get("Content-Type"); ct != wantType {
 			res.Body.Close()

@@ -129,6 +129,45 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countLookup publishes node/n1 and node/n10, with or without the fleet,
+// and returns how many bytes git-upload-pack sends to hostd's lookup of
+// node/n1 over url (file:// or ssh://: the payload, not ssh's framing).
+func countLookup(t *testing.T, g *gitRemote, url string, auth transport.AuthMethod, fleet bool) int64 {
+	t.Helper()
+	head := g.commit("node/n1", map[string][]byte{"x": []byte("1")})
+	g.commit("node/n10", map[string][]byte{"x": []byte("10")})
+	if fleet {
+		g.addFleet(head)
+	}
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openUploadPack(t.Context(), ep, auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingReader{ReadWriteCloser: s}
+	got, err := lsRefStream(c, NodeBranch("n1"))
+	s.Close()
+	if err != nil || got.String() != head {
+		t.Fatalf("lookup: %v, %s, want %s", err, got, head)
+	}
+	return c.n
+}
+
+// sshAuth is what hostd fetches with from an ssh remote with this key and
+// known_hosts file.
+func sshAuth(t testing.TB, key, known string) transport.AuthMethod {
+	t.Helper()
+	h := &Host{cfg: Config{SSHKey: key, KnownHosts: known}}
+	a, err := h.auth("ssh://git@127.0.0.1/mesh.git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // A no-op poll costs the server the same number of bytes with one node
 // branch as with 2,000 node and 2,000 status branches, over smart HTTP,
 // git:// and file:// (protocol v2's ls-refs with a ref-prefix); a v0 smart
@@ -173,28 +212,14 @@ func TestNoOpPollDoesNotGrowWithTheFleet(t *testing.T) {
 	// file:// has no server to wrap: count what git-upload-pack writes to
 	// the lookup hostd runs.
 	overFile := func(t *testing.T, g *gitRemote, fleet bool) int64 {
-		head := g.commit("node/n1", map[string][]byte{"x": []byte("1")})
-		g.commit("node/n10", map[string][]byte{"x": []byte("10")})
-		if fleet {
-			g.addFleet(head)
+		return countLookup(t, g, g.fileURL(), nil, fleet)
+	}
+	overSSH := func(acceptEnv bool) poll {
+		return func(t *testing.T, g *gitRemote, fleet bool) int64 {
+			g.sshAcceptEnv = acceptEnv
+			url, key, known := g.sshRemote()
+			return countLookup(t, g, url, sshAuth(t, key, known), fleet)
 		}
-		ep, err := transport.NewEndpoint(g.fileURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := openUploadPack(context.Background(), ep, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := &countingReader{ReadWriteCloser: s}
-		got, err := lsRefStream(c, NodeBranch("n1"))
-		if err := s.Close(); err != nil {
-			t.Fatalf("git-upload-pack: %v", err)
-		}
-		if err != nil || got.String() != head {
-			t.Fatalf("lookup: %v, %s, want %s", err, got, head)
-		}
-		return c.n
 	}
 	cases := []struct {
 		name  string
@@ -204,7 +229,9 @@ func TestNoOpPollDoesNotGrowWithTheFleet(t *testing.T) {
 		{"http", overHTTP(false), false},
 		{"git", overGit, false},
 		{"file", overFile, false},
+		{"ssh", overSSH(true), false},
 		{"http v0 server", overHTTP(true), true},
+		{"ssh v0 server", overSSH(false), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,27 +256,22 @@ func TestNoOpPollDoesNotGrowWithTheFleet(t *testing.T) {
 	}
 }
 
-// The lookup over ssh:// through a server that refuses GIT_PROTOCOL in the
-// environment (the test server does) reads the v0 advertisement; a missing
-// branch and a branch whose name only starts with the node's are told apart
-// over every transport.
+// A missing branch, and a branch whose name only starts with the node's, are
+// told apart from the node's over every transport, and over ssh:// both
+// with a server that refuses GIT_PROTOCOL in the environment (v0) and one
+// that accepts it (v2).
 func TestLsRefFindsOnlyTheExactBranch(t *testing.T) {
 	t.Parallel()
-	for _, tr := range []string{"file", "git", "http", "ssh"} {
+	for _, tr := range []string{"file", "git", "http", "ssh", "ssh v2"} {
 		t.Run(tr, func(t *testing.T) {
 			t.Parallel()
 			g := newGitRemote(t)
 			var url string
 			var auth transport.AuthMethod
-			if tr == "ssh" {
+			if strings.HasPrefix(tr, "ssh") {
+				g.sshAcceptEnv = tr == "ssh v2"
 				u, key, known := g.sshRemote()
-				f := newFixture(t, fixtureOptions{Remote: u})
-				f.host.cfg.SSHKey, f.host.cfg.KnownHosts = key, known
-				a, err := f.host.auth(u)
-				if err != nil {
-					t.Fatal(err)
-				}
-				url, auth = u, a
+				url, auth = u, sshAuth(t, key, known)
 			} else {
 				url = g.url(tr)
 			}
@@ -269,6 +291,50 @@ func TestLsRefFindsOnlyTheExactBranch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Over smart HTTP the lookup sends the user and password in the URL, as
+// go-git's fetch does, and an error never shows the password.
+func TestLsRefHTTPBasicAuth(t *testing.T) {
+	t.Parallel()
+	const user, password = "hostd", "pw-9f2c41d7"
+	g := newGitRemote(t)
+	backend := &cgi.Handler{
+		Path: "/usr/lib/git-core/git-http-backend",
+		Env:  []string{"GIT_PROJECT_ROOT=" + g.base, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="mesh"`)
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	f := newFixture(t, fixtureOptions{})
+	head := g.publish("n1", f.branch(f.decl(fileRes("m/a", f.path("a"), "x"))))
+	withUser := func(pw string) string {
+		return strings.Replace(srv.URL, "http://", "http://"+user+":"+pw+"@", 1) + "/mesh.git"
+	}
+
+	f.host.cfg.Remote = withUser(password)
+	if got, err := f.host.Fetch(t.Context(), ""); err != nil || got.Commit != head {
+		t.Fatalf("fetch with the password: %v, %s", err, got.Commit)
+	}
+	if _, err := f.host.Fetch(t.Context(), head); !errors.Is(err, ErrNothingNew) {
+		t.Fatalf("no-op poll with the password: %v", err)
+	}
+	const wrong = "pw-wrong-77ab"
+	f.host.cfg.Remote = withUser(wrong)
+	_, err := f.host.Fetch(t.Context(), head)
+	var fe *fetchError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "401 Unauthorized (check the user and password") {
+		t.Fatalf("wrong password: %v, want a 401 failure to reach the remote", err)
+	}
+	if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), password) {
+		t.Fatalf("the error shows the password: %v", err)
 	}
 }
 
@@ -320,5 +386,38 @@ func TestLsRefsRequest(t *testing.T) {
 	want := "0014command=ls-refs\n" + "0018agent=meshgen-hostd\n" + "0001" + "0022ref-prefix refs/heads/node/n1\n" + "0000"
 	if got := string(lsRefsRequest(NodeBranch("n1"))); got != want {
 		t.Fatalf("request %q, want %q", got, want)
+	}
+}
+
+// The ref lookup of a no-op poll in a repository with 2,000 node/* and
+// 2,000 status/* branches besides the node's: protocol v2's ls-refs (what
+// Fetch does) against go-git's v0 listing (what it did).
+func BenchmarkNoOpPollFleet(b *testing.B) {
+	for _, tr := range []string{"file", "git", "http", "ssh"} {
+		g := newGitRemote(b)
+		var url string
+		var auth transport.AuthMethod
+		if tr == "ssh" {
+			g.sshAcceptEnv = true
+			u, key, known := g.sshRemote()
+			url, auth = u, sshAuth(b, key, known)
+		} else {
+			url = g.url(tr)
+		}
+		head := g.commit("node/n1", map[string][]byte{"x": []byte("1")})
+		g.addFleet(head)
+		lookups := []struct {
+			name   string
+			lookup func(context.Context, string, transport.AuthMethod, plumbing.ReferenceName) (plumbing.Hash, error)
+		}{{"ls-refs", lsRef}, {"go-git listing", listRefs}}
+		for _, l := range lookups {
+			b.Run(tr+"/"+l.name, func(b *testing.B) {
+				for b.Loop() {
+					if h, err := l.lookup(b.Context(), url, auth, NodeBranch("n1")); err != nil || h.String() != head {
+						b.Fatalf("lookup: %v, %s", err, h)
+					}
+				}
+			})
+		}
 	}
 }

@@ -93,7 +93,14 @@ func (g *gitRemote) serveSSH(c net.Conn, cfg *ssh.ServerConfig) {
 		}
 		go func() {
 			defer ch.Close()
+			var env []string
 			for req := range requests {
+				var kv struct{ Name, Value string }
+				if req.Type == "env" && g.sshAcceptEnv && ssh.Unmarshal(req.Payload, &kv) == nil && kv.Name == "GIT_PROTOCOL" {
+					env = append(env, kv.Name+"="+kv.Value)
+					req.Reply(true, nil)
+					continue
+				}
 				if req.Type != "exec" || len(req.Payload) < 4 {
 					req.Reply(false, nil)
 					continue
@@ -108,6 +115,7 @@ func (g *gitRemote) serveSSH(c net.Conn, cfg *ssh.ServerConfig) {
 				req.Reply(true, nil)
 				repo := filepath.Join(g.base, filepath.Clean("/"+strings.Trim(arg, "'")))
 				cmd := exec.Command(name, repo)
+				cmd.Env = append(os.Environ(), env...)
 				cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
 				status := uint32(0)
 				if err := cmd.Run(); err != nil {
