@@ -1,19 +1,26 @@
 package loop
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"filippo.io/age"
+	"github.com/goccy/go-yaml"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/reconciler/synth"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
@@ -149,4 +156,113 @@ func cpuTime() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// BenchmarkOneShot is issue 6's no-change reconcile as a new `meshgen
+// reconcile` process pays it: a fresh Reconciler (empty seal cache) per
+// iteration, Once reading main of a real bare repository holding the
+// synthetic mesh of 1,000 nodes × 20 assignments, every node's report on
+// status/<node> (the providers' answers), and a real vaultd.
+//
+//   - no-change: every input is as the last reconcile recorded, so Once
+//     reads the refs, vaultd's status and the record, and stops;
+//   - no-change-full: the same, with the record made stale (another build),
+//     so Once resolves, seals, renders and compares every node, writing no
+//     node branch: what every one-shot reconcile cost before the record.
+func BenchmarkOneShot(b *testing.B) {
+	ctx := context.Background()
+	m := benchMesh(b, 1000)
+	bare := benchRepo(b, m)
+	v := vaulttest.Start(b)
+	kp, err := testKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	once := func(build string) *Outcome {
+		r, err := New(Options{Repo: bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		if build != "" {
+			r.build = build
+		}
+		out, err := r.Once(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return out
+	}
+	if out := once(""); len(out.Written) != 1000 || len(out.Waiting) != 0 {
+		b.Fatalf("first reconcile wrote %d branches, %d waiting", len(out.Written), len(out.Waiting))
+	}
+	b.Run("no-change", func(b *testing.B) {
+		defer reportCPU(b)()
+		for b.Loop() {
+			if out := once(""); !out.InputsUnchanged || len(out.Unchanged) != 1000 {
+				b.Fatalf("no-change one-shot reconcile ran in full: wrote %d, unchanged %d", len(out.Written), len(out.Unchanged))
+			}
+		}
+	})
+	b.Run("no-change-full", func(b *testing.B) {
+		defer reportCPU(b)()
+		i := 0
+		for b.Loop() {
+			i++
+			out := once(fmt.Sprintf("bench build %d", i))
+			if out.InputsUnchanged || len(out.Written) != 0 || len(out.Unchanged) != 1000 {
+				b.Fatalf("forced full reconcile: skipped %v, wrote %d", out.InputsUnchanged, len(out.Written))
+			}
+		}
+	})
+}
+
+// benchRepo commits m to main of a new bare repository, each node with its
+// own age recipient, and pushes each node's report holding its providers'
+// answers to status/<node>, as hostd does.
+func benchRepo(b *testing.B, m *synth.Result) string {
+	b.Helper()
+	dir := b.TempDir()
+	work, bare := filepath.Join(dir, "work"), filepath.Join(dir, "mesh.git")
+	if err := synth.WriteDir(m, "../../examples/lab", work); err != nil {
+		b.Fatal(err)
+	}
+	for name, n := range m.Repo.Nodes {
+		data, err := yaml.Marshal(schema.Node{Recipient: n.Recipient, Root: n.Root, Facts: n.Facts})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(work, "nodes", name+".yaml"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	git := func(in io.Reader, dir string, args ...string) {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=b", "-c", "user.email=b@example.org"}, args...)...)
+		cmd.Dir, cmd.Stdin = dir, in
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git(nil, dir, "init", "-q", "--bare", "-b", "main", bare)
+	git(nil, work, "init", "-q", "-b", "main")
+	git(nil, work, "add", ".")
+	git(nil, work, "commit", "-q", "-m", "synthetic mesh")
+	git(nil, work, "push", "-q", bare, "main")
+	var stream bytes.Buffer
+	for _, name := range slices.Sorted(maps.Keys(m.Repo.Nodes)) {
+		rep, err := json.Marshal(declaration.Report{Mesh: m.Repo.Mesh.Name, Node: name, Generation: 1, Attempted: 1,
+			Source: m.Repo.Source, Time: time.Unix(0, 0).UTC(), Answers: m.Answers[name]})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(&stream, "commit refs/heads/status/%s\ncommitter hostd <hostd@%s> 0 +0000\ndata 6\nreport\nM 100644 inline %s\ndata %d\n%s\n",
+			name, name, declaration.ReportFile, len(rep), rep)
+	}
+	git(&stream, bare, "fast-import", "--quiet")
+	return bare
 }
