@@ -104,3 +104,59 @@ func TestMaintain(t *testing.T) {
 func branchCommits(t *testing.T, repo, node string) []string {
 	return strings.Fields(gitRun(t, repo, "rev-list", Ref(node)))
 }
+
+// TestWriteStateFiles: the state branch holds exactly the files given; an
+// equal set commits nothing, a changed or dropped file commits, and
+// ReadState still reads state.json.
+func TestWriteStateFiles(t *testing.T) {
+	ctx := context.Background()
+	repo := bareRepo(t)
+	r, err := OpenLocal(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadStateFiles(repo); err != nil || got != nil {
+		t.Fatalf("a new repository holds state files %v, %v", got, err)
+	}
+	opts := WriteOptions{Source: strings.Repeat("a", 40)}
+	for _, tt := range []struct {
+		files map[string]string
+		wrote bool
+	}{
+		{map[string]string{StateFile: `{}`, "inputs.json": `{"main":"1"}`}, true},
+		{map[string]string{StateFile: `{}`, "inputs.json": `{"main":"1"}`}, false},
+		{map[string]string{StateFile: `{}`, "inputs.json": `{"main":"2"}`}, true},
+		{map[string]string{StateFile: `{}`}, true},
+		{map[string]string{StateFile: `{}`}, false},
+	} {
+		files := map[string][]byte{}
+		for k, v := range tt.files {
+			files[k] = []byte(v)
+		}
+		wrote, err := r.WriteStateFiles(ctx, files, opts)
+		if err != nil || wrote != tt.wrote {
+			t.Fatalf("WriteStateFiles(%v) = %v, %v; want %v", tt.files, wrote, err, tt.wrote)
+		}
+		got, err := ReadStateFiles(repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(tt.files) {
+			t.Fatalf("ReadStateFiles = %v; want %v", got, tt.files)
+		}
+		for k, v := range tt.files {
+			if string(got[k]) != v {
+				t.Fatalf("ReadStateFiles[%s] = %q; want %q", k, got[k], v)
+			}
+		}
+		if st, err := ReadState(repo); err != nil || string(st) != tt.files[StateFile] {
+			t.Fatalf("ReadState = %q, %v", st, err)
+		}
+	}
+	for _, bad := range []string{"", "a/b", ".", ".."} {
+		if _, err := r.WriteStateFiles(ctx, map[string][]byte{bad: nil}, opts); err == nil {
+			t.Errorf("a state file named %q was written", bad)
+		}
+	}
+	gitRun(t, repo, "fsck", "--strict")
+}

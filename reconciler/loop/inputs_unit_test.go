@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
 
@@ -119,5 +121,96 @@ func visit(t *testing.T, v reflect.Value, path string, check func(string)) {
 		v.SetBool(!v.Bool())
 	default:
 		t.Fatalf("%s: a field of kind %s: teach visit and vaultDigestOf about it", path, v.Kind())
+	}
+}
+
+// TestSealsExplain: the status after the seals is recorded only when what
+// the seals answered explains every difference from the status before.
+func TestSealsExplain(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	secret := func(name string, version uint64) client.SecretStatus {
+		return client.SecretStatus{Name: name, Origin: client.OriginMesh, Version: version, Kind: client.OneParty, Made: t0,
+			Slots: []client.SlotState{{Version: version, State: "current"}}, Appliers: []string{"age1n1"}, Readers: []string{"age1n2"}}
+	}
+	asked := func(name string, version uint64, rot *client.Rotation) askedSeal {
+		return askedSeal{
+			req:  client.SealRequest{Name: name, Appliers: []string{"age1n1"}, Recipients: []string{"age1n2"}},
+			resp: &client.SealResponse{Name: name, Origin: client.OriginMesh, Version: version, Slots: []client.SlotState{{Version: version, State: "current"}}, Rotation: rot},
+		}
+	}
+	status := func(s ...client.SecretStatus) *client.Status { return &client.Status{Recipient: "age1vault", Secrets: s} }
+	rotating := secret("a", 1)
+	rotating.Rotation = &client.Rotation{Name: "a", Kind: client.OneParty, Phase: client.PhaseApplying, From: 1, To: 2, Started: t0}
+	readers := secret("a", 1)
+	readers.Readers = []string{"age1n2", "age1n3"}
+	for _, tt := range []struct {
+		name          string
+		before, after *client.Status
+		asked         map[string]askedSeal
+		want          bool
+	}{
+		{"nothing changed", status(secret("a", 1), secret("b", 1)), status(secret("a", 1), secret("b", 1)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, true},
+		{"the seal made the secret", status(secret("b", 1)), status(secret("a", 1), secret("b", 1)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, true},
+		{"a rotation started after the seal", status(secret("a", 1)), status(rotating),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"a new value after the seal", status(secret("a", 1)), status(secret("a", 2)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"recipients other than asked", status(secret("a", 1)), status(readers),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"a secret not sealed changed", status(secret("a", 1), secret("b", 1)), status(secret("a", 1), secret("b", 2)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"a secret not sealed appeared", status(secret("a", 1)), status(secret("a", 1), secret("b", 1)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"a secret not sealed vanished", status(secret("a", 1), secret("b", 1)), status(secret("a", 1)),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"a sealed secret vanished", status(secret("a", 1)), status(),
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+		{"another vault", status(secret("a", 1)), &client.Status{Recipient: "age1other", Secrets: []client.SecretStatus{secret("a", 1)}},
+			map[string]askedSeal{"a": asked("a", 1, nil)}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := sealsExplain(tt.before, tt.after, tt.asked); got != tt.want {
+				t.Errorf("sealsExplain = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestInputsOfRefusesToRecord: a reconcile that confirmed a rotation step,
+// or whose render was superseded, records no inputs, so the next reconcile
+// runs in full (the step confirmed moved vaultd; a newer main was rendered).
+func TestInputsOfRefusesToRecord(t *testing.T) {
+	st := fullStatus()
+	obs := &observed{main: "m", status: map[string]string{}, nodes: map[string]string{}, vault: st, digest: "d"}
+	r := &Reconciler{build: "b", signer: "s"}
+	wr := &branch.Result{Nodes: []branch.NodeResult{{Node: "n1", Commit: "c1"}}}
+	repo := &schema.Repo{Source: "m"}
+	for _, tt := range []struct {
+		name   string
+		obs    *observed
+		st     *client.Status
+		signer string
+		out    Outcome
+		record bool
+	}{
+		{"settled", obs, st, "s", Outcome{}, true},
+		{"a step confirmed", obs, st, "s", Outcome{Confirmed: []Confirmation{{Secret: "a", Node: "n1"}}}, false},
+		{"superseded", obs, st, "s", Outcome{Superseded: []string{"n1"}}, false},
+		{"vaultd read again", obs, fullStatus(), "s", Outcome{}, false},
+		{"nothing observed", nil, st, "s", Outcome{}, false},
+		{"a signer without a public key", obs, st, "", Outcome{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r.signer = tt.signer
+			rec := r.inputsOf(tt.obs, repo, tt.st, wr, &tt.out)
+			if (rec != nil) != tt.record {
+				t.Fatalf("recorded %+v; want a record: %v", rec, tt.record)
+			}
+			if rec != nil && (rec.Main != "m" || rec.Vault != "d" || rec.Nodes["n1"] != "c1" || rec.Build != "b" || rec.Signer != "s") {
+				t.Errorf("record %+v", rec)
+			}
+		})
 	}
 }
