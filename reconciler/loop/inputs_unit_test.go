@@ -138,7 +138,9 @@ func TestSealsExplain(t *testing.T) {
 			resp: &client.SealResponse{Name: name, Origin: client.OriginMesh, Version: version, Slots: []client.SlotState{{Version: version, State: "current"}}, Rotation: rot},
 		}
 	}
-	status := func(s ...client.SecretStatus) *client.Status { return &client.Status{Recipient: "age1vault", Secrets: s} }
+	status := func(s ...client.SecretStatus) *client.Status {
+		return &client.Status{Recipient: "age1vault", Secrets: s}
+	}
 	rotating := secret("a", 1)
 	rotating.Rotation = &client.Rotation{Name: "a", Kind: client.OneParty, Phase: client.PhaseApplying, From: 1, To: 2, Started: t0}
 	readers := secret("a", 1)
