@@ -78,17 +78,23 @@ func TestSealCache(t *testing.T) {
 	if len(out.Written) != 1 || out.Written[0] != "n1" {
 		t.Errorf("after rotating n1's secret, wrote %v", out.Written)
 	}
-	// A restarted reconciler has an empty cache and seals everything again,
-	// to the same bytes: nothing is written.
+	// A restarted reconciler of another build (so the record of inputs
+	// does not spare it the work) has an empty cache and seals everything
+	// again, to the same bytes: nothing is written.
 	before = m.refs(t)
-	r2, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cv2 := &countingVault{Client: v.Client}
+	r2, err := New(Options{Repo: m.bare, Vault: cv2, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r2.Close()
+	r2.build = buildID(FormatVersion + 1)
 	out, err = r2.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if out.InputsUnchanged || cv2.seals.Load() != int64(out.Sealed) || out.Sealed == 0 {
+		t.Fatalf("a restarted reconciler of another build: %+v, %d seals", out, cv2.seals.Load())
 	}
 	if len(out.Written) != 0 || m.refs(t) != before {
 		t.Errorf("a restarted reconciler wrote %v", out.Written)

@@ -18,6 +18,14 @@
 // rotations to the end (driveRotations, ADR 0114). What a resolution decided
 // that the next must keep (ports, seat holders, public names) is recorded on
 // branch meshgen/state and handed back as the previous state.
+//
+// Beside it, a successful reconcile records a fingerprint of every input it
+// read ([InputsFile]): main's commit, every status/<node> branch, vaultd's
+// status, every node branch as it left them, the signing key, the recorded
+// state and this build ([FormatVersion]). A reconcile that observes the same
+// inputs, in this process or a new one, does nothing and says so
+// (Outcome.InputsUnchanged, one log line "unchanged"); any change runs the
+// full path.
 package loop
 
 import (

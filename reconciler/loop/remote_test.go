@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,5 +152,49 @@ func TestWatchPollsRemote(t *testing.T) {
 	// n2 and the database serving gitea on n1 change; the CA on n3 does not.
 	if o.Source != src || !slices.Equal(o.Written, []string{"n1", "n2"}) {
 		t.Fatalf("after the push: source %s wrote %v; want %s and [n1 n2]", o.Source, o.Written, src)
+	}
+}
+
+// TestOneShotRemote: on a git server, a new process whose inputs did not
+// change is skipped, and a node branch changed on the server behind its
+// back (the cache still holding the old tip) makes it reconcile in full and
+// repair the branch.
+func TestOneShotRemote(t *testing.T) {
+	ctx := context.Background()
+	m := newMesh(t)
+	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	v := vaulttest.Start(t)
+	signer := testSigner(t)
+	cache := filepath.Join(t.TempDir(), "cache")
+	once := func() *Outcome {
+		t.Helper()
+		r, err := New(Options{Repo: url, CacheDir: cache, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		out, err := r.Once(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if out := once(); len(out.Written) != 3 {
+		t.Fatalf("first reconcile wrote %v", out.Written)
+	}
+	if out := once(); !out.InputsUnchanged {
+		t.Fatalf("unchanged inputs on the server were reconciled again: %+v", out)
+	}
+	good := gitRun(t, m.bare, "cat-file", "blob", "node/n2:declaration.json")
+	c := strings.TrimSpace(gitRun(t, m.bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
+	gitRun(t, m.bare, "update-ref", "refs/heads/node/n2", c)
+	if out := once(); out.InputsUnchanged || !slices.Equal(out.Written, []string{"n2"}) {
+		t.Fatalf("a node branch changed on the server: %+v", out)
+	}
+	if got := gitRun(t, m.bare, "cat-file", "blob", "node/n2:declaration.json"); !strings.Contains(got, `"node": "n2"`) || got == good {
+		t.Errorf("node/n2 was not repaired on the server (a new generation of n2's declaration):\n%.200s", got)
+	}
+	if out := once(); !out.InputsUnchanged {
+		t.Fatalf("after the repair: %+v", out)
 	}
 }
