@@ -212,6 +212,9 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 	h("GET /v1/status", func(r *http.Request, e *entry) (any, error) {
 		return v.Status(), nil
 	})
+	h("GET /v1/generation", func(r *http.Request, e *entry) (any, error) {
+		return v.Generation(), nil
+	})
 	h("POST /v1/seal", func(r *http.Request, e *entry) (any, error) {
 		var req client.SealRequest
 		if err := decode(r, &req); err != nil {

@@ -24,6 +24,7 @@
 //	POST /v1/rotation/confirm-retired    an applier removed a credential
 //	POST /v1/rotation/abandon            give a rotation up, before retiring
 //	GET  /v1/status                      every secret and rotation, no value
+//	GET  /v1/generation                  a token that changes with every write
 //
 // Every request is audited (DIR/audit.log, one JSON line: time, uid, pid or
 // TLS peer, route, names, recipients, version, outcome).
@@ -70,6 +71,7 @@ type Vault struct {
 	nodes *nodeList
 	audit *auditLog
 	now   func() time.Time
+	gen   *generation
 
 	// mu guards recs and names. A record in recs is never changed in place:
 	// a change is made on a clone, written, then swapped in, so readers
@@ -155,14 +157,20 @@ func Open(opts Options) (_ *Vault, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the vault's records: %w", err)
 	}
+	if v.gen, err = openGeneration(st); err != nil {
+		return nil, err
+	}
 	if v.audit, err = openAudit(opts.Dir); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// Close closes the audit log and releases the directory.
-func (v *Vault) Close() error { return errors.Join(v.audit.close(), v.store.Close()) }
+// Close records the generation, closes the audit log and releases the
+// directory.
+func (v *Vault) Close() error {
+	return errors.Join(v.gen.close(), v.audit.close(), v.store.Close())
+}
 
 // Recipient is the vault's own age recipient; values delivered to the vault
 // are sealed to it.
@@ -184,6 +192,13 @@ func (v *Vault) put(r *record) error {
 	if err != nil {
 		return fmt.Errorf("encode record of %q: %w", r.Name, err)
 	}
+	// The counter is taken before the write and answered only after it
+	// ended (see generation): a durable write is never behind the token.
+	n, err := v.gen.begin()
+	if err != nil {
+		return fmt.Errorf("store secret %q: %w", r.Name, err)
+	}
+	defer v.gen.end(n)
 	if err := v.store.Put(r.Name, data); err != nil {
 		return fmt.Errorf("store secret %q: %w", r.Name, err)
 	}

@@ -225,6 +225,14 @@ func (c *Client) step(ctx context.Context, path string, req any) (*Rotation, err
 	return r.Rotation, nil
 }
 
+// Generation returns the vault's change token: equal tokens mean no record
+// changed between them (see [Generation]).
+func (c *Client) Generation(ctx context.Context) (Generation, error) {
+	var g Generation
+	err := c.do(ctx, http.MethodGet, "/v1/generation", nil, &g)
+	return g, err
+}
+
 // Status returns every secret, its origin, version and rotation.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var r Status

@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -333,6 +334,26 @@ type Status struct {
 	Recipient string         `json:"recipient"`
 	Secrets   []SecretStatus `json:"secrets"`
 }
+
+// Generation is the vault's change token (GET /v1/generation). Epoch is
+// made at random when a store is first opened, so another store (a replaced
+// or a new one) never answers a token of this one; Counter rises with every
+// record written (a seal that changed anything, a put, an adopt, a rotation
+// started by an operator or by the maximum-age policy timer, every
+// confirmation, an abandon) and never goes back, across restarts and kill -9
+// included. A token is answered only once every write it counts is on disk.
+//
+// Two equal tokens mean no record changed between them. A maximum age
+// passing is not a write: the token moves when the policy timer (or a seal
+// of that secret) starts the due rotation. A reader that skips work while
+// the token is unchanged relies on that timer.
+type Generation struct {
+	Epoch   string `json:"epoch"`
+	Counter uint64 `json:"counter"`
+}
+
+// String is the token as one string, "epoch:counter".
+func (g Generation) String() string { return g.Epoch + ":" + strconv.FormatUint(g.Counter, 10) }
 
 // RecipientResponse is the vault's own age recipient.
 type RecipientResponse struct {

@@ -229,3 +229,19 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// ReadFile reads name, a small plain file beside the records (not
+// encrypted: it must hold nothing secret). A missing file is nil, nil.
+func (s *FileStore) ReadFile(name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// WriteFile replaces name, a small plain file beside the records, atomically
+// and durably, like a record.
+func (s *FileStore) WriteFile(name string, data []byte) error {
+	return writeFile(filepath.Join(s.dir, name), data)
+}
