@@ -45,6 +45,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -76,15 +77,9 @@ func lsRef(ctx context.Context, url string, auth transport.AuthMethod, ref plumb
 	return lsRefStream(s, ref)
 }
 
-// uploadPack is a two-way connection to a git-upload-pack that was asked
-// for protocol v2.
-type uploadPack interface {
-	io.ReadWriteCloser
-}
-
 // openUploadPack starts git-upload-pack for ep over git://, file:// or
 // ssh://, asking for protocol v2.
-func openUploadPack(ctx context.Context, ep *transport.Endpoint, auth transport.AuthMethod) (uploadPack, error) {
+func openUploadPack(ctx context.Context, ep *transport.Endpoint, auth transport.AuthMethod) (io.ReadWriteCloser, error) {
 	switch ep.Protocol {
 	case "git":
 		return openGit(ctx, ep)
@@ -175,6 +170,11 @@ func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint,
 	if err != nil || !v2 {
 		return head, err
 	}
+	// A redirected GET moves the repository for the POST too, as git and
+	// go-git have it.
+	if u := res.Request.URL; strings.HasSuffix(u.Path, "/info/refs") {
+		base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/info/refs")
+	}
 
 	req, err = http.NewRequestWithContext(ctx, http.MethodPost, base+"/git-upload-pack", bytes.NewReader(lsRefsRequest(ref)))
 	if err != nil {
@@ -201,7 +201,7 @@ func httpBase(ep *transport.Endpoint) string {
 
 // openGit connects to a git daemon; "version=2" follows the host as an
 // extra parameter of the request (gitprotocol-pack, "Git Transport").
-func openGit(ctx context.Context, ep *transport.Endpoint) (uploadPack, error) {
+func openGit(ctx context.Context, ep *transport.Endpoint) (io.ReadWriteCloser, error) {
 	port := ep.Port
 	if port == 0 {
 		port = 9418
@@ -224,15 +224,15 @@ func openGit(ctx context.Context, ep *transport.Endpoint) (uploadPack, error) {
 
 // openFile runs git-upload-pack on a local repository, as go-git's file://
 // transport does, with GIT_PROTOCOL=version=2.
-func openFile(ctx context.Context, ep *transport.Endpoint) (uploadPack, error) {
+func openFile(ctx context.Context, ep *transport.Endpoint) (io.ReadWriteCloser, error) {
 	bin, err := exec.LookPath("git-upload-pack")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errNoLsRefs, err)
 	}
 	cmd := exec.CommandContext(ctx, bin, ep.Path)
 	cmd.Env = append(os.Environ(), "GIT_PROTOCOL=version=2")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	p := &process{}
+	cmd.Stderr = &p.stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -244,51 +244,69 @@ func openFile(ctx context.Context, ep *transport.Endpoint) (uploadPack, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &closer{ReadWriter: struct {
-		io.Reader
-		io.Writer
-	}{&stderrOnEOF{r: out, stderr: &stderr}, in}, close: func() error {
+	p.out, p.in, p.wait = out, in, sync.OnceValue(cmd.Wait)
+	p.close = func() error {
 		in.Close()
 		out.Close() // a git-upload-pack still writing stops on EPIPE
-		return cmd.Wait()
-	}}, nil
+		return p.wait()
+	}
+	return p, nil
 }
 
-// stderrOnEOF adds what git-upload-pack said on stderr to an early end of
-// its output: "not a git repository" and the like.
-type stderrOnEOF struct {
-	r      io.Reader
-	stderr *bytes.Buffer
+// process is a git-upload-pack run as a command, here or over ssh; an early
+// end of its output carries what it said on stderr ("does not appear to be
+// a git repository" and the like).
+type process struct {
+	out    io.Reader
+	in     io.Writer
+	stderr bytes.Buffer // written until wait returns
+	wait   func() error // once: the command's end
+	close  func() error
 }
 
-func (s *stderrOnEOF) Read(p []byte) (int, error) {
-	n, err := s.r.Read(p)
-	if err == io.EOF && s.stderr.Len() > 0 {
-		err = fmt.Errorf("%w: %s", io.ErrUnexpectedEOF, strings.TrimSpace(s.stderr.String()))
+func (p *process) Read(b []byte) (int, error) {
+	n, err := p.out.Read(b)
+	if err == io.EOF {
+		p.wait()
+		if p.stderr.Len() > 0 {
+			err = fmt.Errorf("%w: %s", io.ErrUnexpectedEOF, strings.TrimSpace(p.stderr.String()))
+		}
 	}
 	return n, err
 }
 
+func (p *process) Write(b []byte) (int, error) { return p.in.Write(b) }
+func (p *process) Close() error                { return p.close() }
+
 // openSSH runs git-upload-pack on an ssh server with the auth go-git fetches
 // with, asking for v2 in the session's environment; a server that refuses
 // the variable answers in v0.
-func openSSH(ctx context.Context, ep *transport.Endpoint, auth gitssh.AuthMethod) (uploadPack, error) {
+func openSSH(ctx context.Context, ep *transport.Endpoint, auth gitssh.AuthMethod) (io.ReadWriteCloser, error) {
 	cfg, err := auth.ClientConfig()
 	if err != nil {
 		return nil, err
 	}
-	port := ep.Port
+	host, port := ep.Host, ep.Port
 	if port == 0 {
 		port = gitssh.DefaultPort
 	}
-	addr := net.JoinHostPort(ep.Host, strconv.Itoa(port))
+	// ~/.ssh/config may name the host and port, as go-git reads it.
+	if cfg := gitssh.DefaultSSHConfig; cfg != nil {
+		if h := cfg.Get(ep.Host, "Hostname"); h != "" {
+			host = h
+			if p, err := strconv.Atoi(cfg.Get(ep.Host, "Port")); err == nil {
+				port = p
+			}
+		}
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	fail := func(err error) (uploadPack, error) {
+	fail := func(err error) (io.ReadWriteCloser, error) {
 		stop()
 		c.Close()
 		return nil, err
@@ -303,6 +321,8 @@ func openSSH(ctx context.Context, ep *transport.Endpoint, auth gitssh.AuthMethod
 		return fail(err)
 	}
 	_ = sess.Setenv("GIT_PROTOCOL", "version=2") // refused: the server answers v0
+	p := &process{}
+	sess.Stderr = &p.stderr
 	in, err := sess.StdinPipe()
 	if err != nil {
 		return fail(err)
@@ -314,15 +334,14 @@ func openSSH(ctx context.Context, ep *transport.Endpoint, auth gitssh.AuthMethod
 	if err := sess.Start("git-upload-pack " + shellQuote(ep.Path)); err != nil {
 		return fail(err)
 	}
-	return &closer{ReadWriter: struct {
-		io.Reader
-		io.Writer
-	}{out, in}, close: func() error {
+	p.out, p.in, p.wait = out, in, sync.OnceValue(sess.Wait)
+	p.close = func() error {
 		stop()
 		in.Close()
 		sess.Close()
 		return client.Close()
-	}}, nil
+	}
+	return p, nil
 }
 
 // shellQuote quotes s for the remote shell, as git and go-git do.

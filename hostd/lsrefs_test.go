@@ -294,6 +294,38 @@ func TestLsRefFindsOnlyTheExactBranch(t *testing.T) {
 	}
 }
 
+// A remote without the repository: the lookup fails saying why, in the
+// server's words, over every transport.
+func TestLsRefMissingRepository(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ transport, want string }{
+		{"file", "does not appear to be a git repository"},
+		{"git", "the server says: access denied or repository not exported"},
+		{"http", "404 Not Found (check the remote URL)"},
+		{"ssh", "does not appear to be a git repository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.transport, func(t *testing.T) {
+			t.Parallel()
+			g := newGitRemote(t)
+			var url string
+			var auth transport.AuthMethod
+			if tc.transport == "ssh" {
+				g.sshAcceptEnv = true
+				u, key, known := g.sshRemote()
+				url, auth = u, sshAuth(t, key, known)
+			} else {
+				url = g.url(tc.transport)
+			}
+			url = strings.Replace(url, "/mesh.git", "/missing.git", 1)
+			_, err := lsRef(t.Context(), url, auth, NodeBranch("n1"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("lookup in %s: %v, want an error saying %q", url, err, tc.want)
+			}
+		})
+	}
+}
+
 // Over smart HTTP the lookup sends the user and password in the URL, as
 // go-git's fetch does, and an error never shows the password.
 func TestLsRefHTTPBasicAuth(t *testing.T) {

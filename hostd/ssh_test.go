@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -116,7 +117,14 @@ func (g *gitRemote) serveSSH(c net.Conn, cfg *ssh.ServerConfig) {
 				repo := filepath.Join(g.base, filepath.Clean("/"+strings.Trim(arg, "'")))
 				cmd := exec.Command(name, repo)
 				cmd.Env = append(os.Environ(), env...)
-				cmd.Stdin, cmd.Stdout, cmd.Stderr = ch, ch, ch.Stderr()
+				cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
+				// As sshd does, end the session when git exits, though the
+				// client has more to send (cmd.Stdin = ch would wait for it).
+				stdin, err := cmd.StdinPipe()
+				if err != nil {
+					return
+				}
+				go func() { io.Copy(stdin, ch); stdin.Close() }()
 				status := uint32(0)
 				if err := cmd.Run(); err != nil {
 					status = 1
