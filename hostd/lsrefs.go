@@ -27,9 +27,10 @@ package hostd
 // A server that answers in v0 (it ignored the request for v2) has already
 // advertised all its refs, as the go-git listing would have: hostd reads the
 // branch from that advertisement, ends the exchange, and the poll costs what
-// it cost before. A scheme hostd does not speak v2 on, or a server whose
-// answer it cannot read, falls back to the go-git listing. The fetch of a
-// branch that moved stays with go-git.
+// it cost before. Where hostd cannot ask for v2 (another scheme, an HTTP
+// server that is not a smart git server, a v2 server without ls-refs, no
+// git-upload-pack for file://) it falls back to the go-git listing. The
+// fetch of a branch that moved stays with go-git.
 
 import (
 	"bufio"
@@ -124,10 +125,16 @@ func lsRefStream(s io.ReadWriter, ref plumbing.ReferenceName) (plumbing.Hash, er
 // v0 server answers the GET with all its refs, which is the answer.
 func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint, ref plumbing.ReferenceName) (plumbing.Hash, error) {
 	base := httpBase(ep)
+	origin, err := neturl.Parse(base)
+	if err != nil {
+		return plumbing.ZeroHash, fmt.Errorf("remote url: %w", err)
+	}
 	do := func(req *http.Request, wantType string) (*http.Response, error) {
 		req.Header.Set("Git-Protocol", "version=2")
 		req.Header.Set("User-Agent", "meshgen-hostd")
-		if ep.User != "" {
+		// The password goes to the remote's host only, not where it
+		// redirects to.
+		if ep.User != "" && req.URL.Host == origin.Host {
 			req.SetBasicAuth(ep.User, ep.Password)
 		}
 		res, err := client.Do(req)
@@ -149,9 +156,9 @@ func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint,
 			}
 			return nil, fmt.Errorf("%s %s: %s%s", req.Method, req.URL.Path, res.Status, hint)
 		}
-		if ct := res.Header.Get("Content-Type"); ct != wantType {
+		if ct, _, _ := strings.Cut(res.Header.Get("Content-Type"), ";"); strings.TrimSpace(ct) != wantType {
 			res.Body.Close()
-			return nil, fmt.Errorf("%w: %s %s answered %q, not %q (not a smart HTTP git server)", errNoLsRefs, req.Method, req.URL.Path, ct, wantType)
+			return nil, fmt.Errorf("%w: %s %s answered %q, not %q (not a smart HTTP git server)", errNoLsRefs, req.Method, req.URL.Path, res.Header.Get("Content-Type"), wantType)
 		}
 		return res, nil
 	}

@@ -370,6 +370,37 @@ func TestLsRefHTTPBasicAuth(t *testing.T) {
 	}
 }
 
+// A smart HTTP server that redirects info/refs elsewhere on the same host
+// has the ls-refs POST follow.
+func TestLsRefHTTPRedirect(t *testing.T) {
+	t.Parallel()
+	g := newGitRemote(t)
+	backend := &cgi.Handler{
+		Path: "/usr/lib/git-core/git-http-backend",
+		Env:  []string{"GIT_PROJECT_ROOT=" + g.base, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	var posts []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/old.git/"); ok {
+			http.Redirect(w, r, "/mesh.git/"+rest+"?"+r.URL.RawQuery, http.StatusMovedPermanently)
+			return
+		}
+		if r.Method == http.MethodPost {
+			posts = append(posts, r.URL.Path)
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	head := g.commit("node/n1", map[string][]byte{"x": []byte("1")})
+	h, err := lsRef(t.Context(), srv.URL+"/old.git", nil, NodeBranch("n1"))
+	if err != nil || h.String() != head {
+		t.Fatalf("lookup through a redirect: %v, %s, want %s", err, h, head)
+	}
+	if len(posts) != 1 || posts[0] != "/mesh.git/git-upload-pack" {
+		t.Fatalf("POSTs to %v, want one to the redirected repository", posts)
+	}
+}
+
 // The pkt-line reader, on answers real servers do not give here.
 func TestReadAdvertisement(t *testing.T) {
 	const h1, h2 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
