@@ -257,7 +257,8 @@ func TestNoOpPollDoesNotGrowWithTheFleet(t *testing.T) {
 }
 
 // A missing branch, and a branch whose name only starts with the node's, are
-// told apart from the node's over every transport, and over ssh:// both
+// told apart from the node's over every transport, by the v2 lookup and by
+// the go-git listing it falls back to, and over ssh:// both
 // with a server that refuses GIT_PROTOCOL in the environment (v0) and one
 // that accepts it (v2).
 func TestLsRefFindsOnlyTheExactBranch(t *testing.T) {
@@ -279,15 +280,23 @@ func TestLsRefFindsOnlyTheExactBranch(t *testing.T) {
 			if h, err := lsRef(ctx, url, auth, NodeBranch("n1")); err != nil || !h.IsZero() {
 				t.Fatalf("empty repository: %v, %s", err, h)
 			}
+			// The go-git listing (the fallback) agrees.
+			lookups := map[string]func(context.Context, string, transport.AuthMethod, plumbing.ReferenceName) (plumbing.Hash, error){
+				"ls-refs": lsRef, "go-git listing": listRefs,
+			}
 			n10 := g.commit("node/n10", map[string][]byte{"x": []byte("10")})
 			g.commit("status/n1", map[string][]byte{"x": []byte("s")})
-			if h, err := lsRef(ctx, url, auth, NodeBranch("n1")); err != nil || !h.IsZero() {
-				t.Fatalf("only node/n10 and status/n1: %v, %s", err, h)
+			for name, lookup := range lookups {
+				if h, err := lookup(ctx, url, auth, NodeBranch("n1")); err != nil || !h.IsZero() {
+					t.Fatalf("%s, only node/n10 and status/n1: %v, %s", name, err, h)
+				}
 			}
 			n1 := g.commit("node/n1", map[string][]byte{"x": []byte("1")})
-			for node, want := range map[string]string{"n1": n1, "n10": n10} {
-				if h, err := lsRef(ctx, url, auth, NodeBranch(node)); err != nil || h.String() != want {
-					t.Fatalf("%s: %v, %s, want %s", node, err, h, want)
+			for name, lookup := range lookups {
+				for node, want := range map[string]string{"n1": n1, "n10": n10} {
+					if h, err := lookup(ctx, url, auth, NodeBranch(node)); err != nil || h.String() != want {
+						t.Fatalf("%s of %s: %v, %s, want %s", name, node, err, h, want)
+					}
 				}
 			}
 		})
