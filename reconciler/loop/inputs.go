@@ -2,6 +2,7 @@ package loop
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -45,8 +46,10 @@ type inputs struct {
 	// Status is every status/<node> branch read (node → commit): hostd's
 	// reports carry providers' answers and rotation confirmations.
 	Status map[string]string `json:"status"`
-	// Vault is the sha256 of vaultd's whole status (every secret's version,
-	// recipients and rotation) the secrets were sealed against.
+	// Vault fingerprints vaultd as the secrets were sealed against it: its
+	// generation ("generation EPOCH:COUNTER", raised by every record it
+	// writes) or, from a vault without one, the sha256 of its whole status
+	// (every secret's version, recipients and rotation).
 	Vault string `json:"vault"`
 	// Nodes is every node branch as the reconcile left it (node → commit):
 	// a branch changed or deleted behind the reconciler's back is repaired.
@@ -63,25 +66,60 @@ type observed struct {
 	main   string
 	status map[string]string
 	nodes  map[string]string // every node/<node> branch
-	vault  *client.Status    // nil when the vault is not a Rotator
-	digest string            // of vault
-	prev   *inputs           // recorded by the last successful reconcile
-	state  []byte            // state.json recorded
+	// vault is vaultd's status when it was read to fingerprint the vault
+	// (a vault without a generation); nil when the generation was, or the
+	// vault is not a Rotator.
+	vault  *client.Status
+	digest string  // the vault's fingerprint ([inputs].Vault); "" when none
+	prev   *inputs // recorded by the last successful reconcile
+	state  []byte  // state.json recorded
 }
 
-// observe reads the refs, vaultd's status and the last record; vaultd is
-// asked while the repository is read. Whatever a full reconcile then reads
-// (main, the reports) is as new as what observe saw or newer, so a record
-// never claims inputs older than what was rendered.
-func (r *Reconciler) observe(st func() (*client.Status, error)) (*observed, error) {
+// generationer is a vault offering a cheap change token; *client.Client is
+// one.
+type generationer interface {
+	Generation(ctx context.Context) (client.Generation, error)
+}
+
+// generationPrint is what the record of inputs holds for a vaultd offering a
+// generation: "generation EPOCH:COUNTER". A vault without one is recorded by
+// the sha256 of its whole status ([vaultDigestOf]), which never looks like
+// this, so a record made one way is never taken for the other.
+func generationPrint(g client.Generation) string { return "generation " + g.String() }
+
+// observe reads the refs, the vault's fingerprint and the last record;
+// vaultd is asked while the repository is read. Whatever a full reconcile
+// then reads (main, the reports, vaultd's status) is as new as what observe
+// saw or newer, so a record never claims inputs older than what was
+// rendered.
+//
+// The fingerprint is vaultd's generation when it offers one: a token that
+// changes with every record vaultd writes, a few bytes instead of the status
+// of every secret. A maximum age passing writes nothing; the generation
+// moves when vaultd's policy timer starts the due rotation (within its
+// interval, a minute by default), and so does the next one-shot reconcile.
+func (r *Reconciler) observe(ctx context.Context) (*observed, error) {
 	o := &observed{status: map[string]string{}, nodes: map[string]string{}}
 	vaultDone := make(chan error, 1)
-	if st == nil {
+	rot, isRot := r.opts.Vault.(Rotator)
+	gen, isGen := r.opts.Vault.(generationer)
+	switch {
+	case !isRot:
 		vaultDone <- nil
-	} else {
+	case isGen:
+		go func() {
+			g, err := gen.Generation(ctx)
+			if err != nil {
+				vaultDone <- fmt.Errorf("vault generation: %w", err)
+				return
+			}
+			o.digest = generationPrint(g)
+			vaultDone <- nil
+		}()
+	default:
 		go func() {
 			var err error
-			if o.vault, err = st(); err != nil {
+			if o.vault, err = rot.Status(ctx); err != nil {
 				vaultDone <- fmt.Errorf("vault status: %w", err)
 				return
 			}
@@ -97,6 +135,44 @@ func (r *Reconciler) observe(st func() (*client.Status, error)) (*observed, erro
 		return nil, err
 	}
 	return o, nil
+}
+
+// vaultAfterSeals is the vault's fingerprint to record after a reconcile
+// rendered against vaultd's status st and sealed asked: the one after the
+// seals when they explain every change since st ([sealsExplain]), so the
+// next reconcile need not run in full only to see its own seals; else ""
+// (keep the one observed before, and the next reconcile runs in full).
+//
+// With a generation, the token is read before the status it is checked
+// against, so it never stands for a state newer than the one checked; when
+// the seals wrote nothing it equals the one observed and no status is read.
+func (r *Reconciler) vaultAfterSeals(ctx context.Context, obs *observed, st *client.Status, asked map[string]askedSeal) string {
+	rot, ok := r.opts.Vault.(Rotator)
+	if !ok {
+		return ""
+	}
+	var print string
+	if gen, ok := r.opts.Vault.(generationer); ok {
+		g, err := gen.Generation(ctx)
+		if err != nil {
+			return ""
+		}
+		if print = generationPrint(g); print == obs.digest {
+			return print
+		}
+	}
+	after, err := rot.Status(ctx)
+	if err != nil || !sealsExplain(st, after, asked) {
+		return ""
+	}
+	if print != "" {
+		return print
+	}
+	d, err := vaultDigestOf(after)
+	if err != nil {
+		return ""
+	}
+	return d
 }
 
 // observeRepo reads every branch's tip and the record on meshgen/state.
@@ -137,7 +213,7 @@ func (r *Reconciler) observeRepo(o *observed) error {
 // branches the last reconcile left are what this one would write.
 func (r *Reconciler) unchanged(o *observed) bool {
 	p := o.prev
-	if p == nil || o.vault == nil || r.signer == "" {
+	if p == nil || o.digest == "" || r.signer == "" {
 		return false
 	}
 	if p.Build != r.build || p.Signer != r.signer || p.Main != o.main || p.Vault != o.digest ||
@@ -152,17 +228,13 @@ func (r *Reconciler) unchanged(o *observed) bool {
 	return true
 }
 
-// vaultDigestOf is the sha256 of vaultd's whole status: any change of a
+// vaultDigestOf is the sha256 of vaultd's whole status, the fingerprint of
+// a vault that offers no generation: any change of a
 // secret's version, origin, kind, values' times, slots, recipients,
 // rotatability or rotation changes it. It is written field by field, several
 // times cheaper than JSON on a mesh of thousands of secrets;
 // TestVaultDigestCoversStatus fails when vaultd's status gains a field this
 // does not write.
-//
-// vaultd offers no cheaper token of its state; a counter it raised on every
-// change of a record (a put, a seal that changed recipients, a rotation
-// step, a maximum age's start) would spare sending and decoding every
-// secret's status.
 func vaultDigestOf(st *client.Status) (string, error) {
 	h := sha256.New()
 	w := bufio.NewWriterSize(h, 64<<10)
@@ -255,9 +327,15 @@ func buildID(format int) string {
 	return strings.Join(parts, "; ")
 }
 
-// signerID is the sha256 of the signer's public key, or "" when the signer
-// cannot say it (then no reconcile is ever skipped).
+// signerID names the signer for the record of inputs: what its SignerID
+// method says when it has one (a signer that names its key without
+// decrypting it, such as by its encrypted file), else the sha256 of its
+// public key, or "" when it can say neither (then no reconcile is ever
+// skipped).
 func signerID(s branch.Signer) string {
+	if n, ok := s.(interface{ SignerID() string }); ok {
+		return n.SignerID()
+	}
 	pk, ok := s.(interface{ PublicKey() ([]byte, error) })
 	if !ok {
 		return ""

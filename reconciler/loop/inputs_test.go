@@ -11,12 +11,14 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -81,7 +83,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 	if err := json.Unmarshal(files[InputsFile], &rec); err != nil {
 		t.Fatalf("no record of inputs on %s: %v", branch.StateRef, err)
 	}
-	if rec.Main != first.out.Source || len(rec.Nodes) != 3 || rec.Vault == "" || rec.Signer == "" ||
+	if rec.Main != first.out.Source || len(rec.Nodes) != 3 || !strings.HasPrefix(rec.Vault, "generation ") || rec.Signer == "" ||
 		!strings.HasPrefix(rec.Build, "format ") || rec.State != digest(files[branch.StateFile]) {
 		t.Fatalf("record of inputs: %s", files[InputsFile])
 	}
@@ -400,5 +402,169 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	}
 	if out := once(); !out.InputsUnchanged {
 		t.Fatalf("after the rotation finished: %+v", out)
+	}
+}
+
+// statusOnlyVault is vaultd's real client without its generation: a vault
+// that offers none is fingerprinted by its whole status.
+type statusOnlyVault struct {
+	c *countingVault
+}
+
+func (v statusOnlyVault) Seal(ctx context.Context, req client.SealRequest) (*client.SealResponse, error) {
+	return v.c.Seal(ctx, req)
+}
+func (v statusOnlyVault) Status(ctx context.Context) (*client.Status, error) {
+	return v.c.Status(ctx)
+}
+func (v statusOnlyVault) ConfirmApplied(ctx context.Context, req client.ConfirmRequest) (*client.Rotation, error) {
+	return v.c.ConfirmApplied(ctx, req)
+}
+func (v statusOnlyVault) ConfirmRead(ctx context.Context, req client.ConfirmRequest) (*client.Rotation, error) {
+	return v.c.ConfirmRead(ctx, req)
+}
+func (v statusOnlyVault) ConfirmRetired(ctx context.Context, req client.ConfirmRequest) (*client.Rotation, error) {
+	return v.c.ConfirmRetired(ctx, req)
+}
+
+// TestOneShotVaultFingerprint: the record holds vaultd's generation when it
+// offers one, else the digest of its whole status; either way the process
+// after a first reconcile is skipped, and an operator's rotation (a write
+// in vaultd, nothing else changed) is seen.
+func TestOneShotVaultFingerprint(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		hide       bool // the vault offers no generation
+		recordLike *regexp.Regexp
+	}{
+		{"generation", false, regexp.MustCompile(`^generation [0-9a-f]{32}:[0-9]+$`)},
+		{"whole status", true, regexp.MustCompile(`^[0-9a-f]{64}$`)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := newMesh(t)
+			v := vaulttest.Start(t)
+			signer := testSigner(t)
+			run := func() oneShot {
+				t.Helper()
+				cv := &countingVault{Client: v.Client}
+				var vault Vault = cv
+				if tt.hide {
+					vault = statusOnlyVault{cv}
+				}
+				r, err := New(Options{Repo: m.bare, Vault: vault, Signer: signer, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				out, err := r.Once(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return oneShot{out: out, seals: cv.seals.Load()}
+			}
+			if got := run(); len(got.out.Written) != 3 {
+				t.Fatalf("first reconcile: %+v", got.out)
+			}
+			files, err := branch.ReadStateFiles(m.bare)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rec inputs
+			if err := json.Unmarshal(files[InputsFile], &rec); err != nil || !tt.recordLike.MatchString(rec.Vault) {
+				t.Fatalf("the vault recorded as %q (%v), want %s", rec.Vault, err, tt.recordLike)
+			}
+			if got := run(); !got.out.InputsUnchanged || got.seals != 0 {
+				t.Fatalf("the process after the first: %+v, %d seals", got.out, got.seals)
+			}
+			if _, err := v.Client.Rotate(context.Background(), "mosquitto@n1.admin"); err != nil {
+				t.Fatal(err)
+			}
+			if got := run(); got.out.InputsUnchanged || !slices.Equal(got.out.Written, []string{"n1"}) {
+				t.Fatalf("after a rotation: %+v", got.out)
+			}
+			if got := run(); !got.out.InputsUnchanged || got.seals != 0 {
+				t.Fatalf("the process after the rotation's reconcile: %+v, %d seals", got.out, got.seals)
+			}
+		})
+	}
+}
+
+// testClock is a settable clock for vaultd's maximum ages.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestOneShotMaxAgeRotation: a secret's maximum age passing writes nothing
+// in vaultd, so its generation, and the one-shot skip, stay as they were;
+// once vaultd's policy timer starts the due rotation (a write), the next
+// process reconciles in full and gives the applier the new value, and the
+// one after it is skipped again. The no-change skip relies on that timer
+// (vaultd checks every minute by default).
+func TestOneShotMaxAgeRotation(t *testing.T) {
+	const secret = "mosquitto@n1.admin"
+	ctx := context.Background()
+	c := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m := newMesh(t)
+	p := filepath.Join(m.work, "catalog", "modules", "mosquitto", "module.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := strings.Replace(string(b), "spec: {length: 32, alphabet: alnum}", "spec: {length: 32, alphabet: alnum, maxAge: 720h}", 1)
+	if nb == string(b) {
+		t.Fatal("the lab's mosquitto admin secret spec moved: update this test")
+	}
+	if err := os.WriteFile(p, []byte(nb), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.push(t, "mosquitto's admin password rotates every 30 days")
+	v := vaulttest.StartWith(t, vaulttest.Options{Now: c.now})
+	signer := testSigner(t)
+	run := func() oneShot {
+		t.Helper()
+		got := runOnce(t, m, v, signer, nil)
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		return got
+	}
+	if got := run(); len(got.out.Written) != 3 {
+		t.Fatalf("first reconcile: %+v", got.out)
+	}
+	if got := run(); !got.out.InputsUnchanged {
+		t.Fatalf("before the maximum age: %+v", got.out)
+	}
+	c.add(721 * time.Hour)
+	if got := run(); !got.out.InputsUnchanged || got.seals != 0 {
+		t.Fatalf("the age alone (no write in vaultd) made a full reconcile: %+v", got.out)
+	}
+	started, err := v.Vault.Tick(ctx)
+	if err != nil || !slices.Equal(started, []string{secret}) {
+		t.Fatalf("the policy timer started %v, %v", started, err)
+	}
+	got := run()
+	if got.out.InputsUnchanged || !slices.Equal(got.out.Written, []string{"n1"}) {
+		t.Fatalf("after the policy started the rotation: %+v", got.out)
+	}
+	st, err := v.Client.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Secrets {
+		if s.Name == secret && (s.Rotation == nil || s.Rotation.Reason != "max-age") {
+			t.Fatalf("%s: rotation %+v", secret, s.Rotation)
+		}
+	}
+	if again := run(); !again.out.InputsUnchanged || again.seals != 0 {
+		t.Fatalf("the process after: %+v, %d seals", again.out, again.seals)
 	}
 }

@@ -194,6 +194,8 @@ func TestSealsExplain(t *testing.T) {
 func TestInputsOfRefusesToRecord(t *testing.T) {
 	st := fullStatus()
 	obs := &observed{main: "m", status: map[string]string{}, nodes: map[string]string{}, vault: st, digest: "d"}
+	// Observed by generation: no status was read before the reconcile's own.
+	byGen := &observed{main: "m", status: map[string]string{}, nodes: map[string]string{}, digest: "d"}
 	r := &Reconciler{build: "b", signer: "s"}
 	wr := &branch.Result{Nodes: []branch.NodeResult{{Node: "n1", Commit: "c1"}}}
 	repo := &schema.Repo{Source: "m"}
@@ -211,6 +213,10 @@ func TestInputsOfRefusesToRecord(t *testing.T) {
 		{"vaultd read again", obs, fullStatus(), "s", Outcome{}, false},
 		{"nothing observed", nil, st, "s", Outcome{}, false},
 		{"a signer without a public key", obs, st, "", Outcome{}, false},
+		{"settled, by generation", byGen, fullStatus(), "s", Outcome{}, true},
+		{"a step confirmed, by generation", byGen, st, "s", Outcome{Confirmed: []Confirmation{{Secret: "a", Node: "n1"}}}, false},
+		{"no status, by generation", byGen, nil, "s", Outcome{}, false},
+		{"the vault not fingerprinted", &observed{main: "m", status: map[string]string{}, nodes: map[string]string{}}, st, "s", Outcome{}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r.signer = tt.signer

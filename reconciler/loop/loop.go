@@ -21,7 +21,7 @@
 //
 // Beside it, a successful reconcile records a fingerprint of every input it
 // read ([InputsFile]): main's commit, every status/<node> branch, vaultd's
-// status, every node branch as it left them, the signing key, the recorded
+// generation (a change token), every node branch as it left them, the signing key, the recorded
 // state and this build ([FormatVersion]). A reconcile that observes the same
 // inputs, in this process or a new one, does nothing and says so
 // (Outcome.InputsUnchanged, one log line "unchanged"); any change runs the
@@ -144,7 +144,7 @@ type Outcome struct {
 	// Duration is how long the reconcile took.
 	Duration time.Duration
 	// InputsUnchanged is set when every input (main, every status/<node>
-	// branch, vaultd's status, every node branch, the signing key and
+	// branch, vaultd's generation, every node branch, the signing key and
 	// this build) was what the last successful reconcile recorded: nothing
 	// was resolved, rendered, sealed or written, Unchanged lists every node
 	// and Waiting is what that reconcile found waiting.
@@ -157,8 +157,8 @@ type Outcome struct {
 // It first compares every input with the fingerprint the last successful
 // reconcile recorded on meshgen/state ([InputsFile]); when all are equal it
 // does nothing more and says so (Outcome.InputsUnchanged): a fresh process
-// then costs a read of the refs and one status call to vaultd instead of a
-// resolution and a render.
+// then costs a read of the refs and one generation call to vaultd instead
+// of a resolution and a render.
 func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 	start := time.Now()
 	out = &Outcome{}
@@ -170,11 +170,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 			return out, err
 		}
 	}
-	var vaultStatus func() (*client.Status, error)
-	if rot, ok := r.opts.Vault.(Rotator); ok {
-		vaultStatus = func() (*client.Status, error) { return rot.Status(ctx) }
-	}
-	obs, err := r.observe(vaultStatus)
+	obs, err := r.observe(ctx)
 	if err != nil {
 		return out, err
 	}
@@ -297,10 +293,8 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		// recipients recorded): record the status after them when they
 		// explain every difference, so the next reconcile need not run in
 		// full only to see its own seals.
-		if after, err := r.opts.Vault.(Rotator).Status(ctx); err == nil && sealsExplain(st, after, sealed.asked) {
-			if d, err := vaultDigestOf(after); err == nil {
-				rec.Vault = d
-			}
+		if d := r.vaultAfterSeals(ctx, obs, st, sealed.asked); d != "" {
+			rec.Vault = d
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
@@ -328,7 +322,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 // next reconcile may confirm the next step), or a newer render superseded a
 // branch.
 func (r *Reconciler) inputsOf(obs *observed, repo *schema.Repo, st *client.Status, wr *branch.Result, out *Outcome) *inputs {
-	if obs == nil || obs.vault == nil || st != obs.vault || r.signer == "" || wr == nil ||
+	if obs == nil || obs.digest == "" || st == nil || obs.vault != nil && st != obs.vault || r.signer == "" || wr == nil ||
 		len(out.Confirmed) > 0 || len(out.Superseded) > 0 {
 		return nil
 	}
