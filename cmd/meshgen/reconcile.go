@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,7 +78,7 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 	if err != nil {
 		return err
 	}
-	signer, err := sign.LoadSignerFile(f.key, pw)
+	signer, err := loadKeySigner(f.key, pw)
 	if err != nil {
 		return err
 	}
@@ -99,11 +101,23 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 	}
 	defer r.Close()
 	if f.watch {
+		if _, err := signer.wait(); err != nil {
+			return err
+		}
 		return r.Watch(cmd.Context(), loop.WatchOptions{Interval: f.interval})
 	}
 	out, err := r.Once(cmd.Context())
+	// The key is checked on every run, a reconcile that signed nothing
+	// included: a wrong password is said now, not at the next change.
+	if _, kerr := signer.wait(); kerr != nil {
+		return kerr
+	}
 	if err != nil {
 		return err
+	}
+	if out.InputsUnchanged {
+		fmt.Fprintf(cmd.OutOrStdout(), "unchanged: main %s, no input changed since the last reconcile\n", short(out.Source))
+		return nil
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "reconciled %s: %d written, %d unchanged, %d waiting\n",
 		short(out.Source), len(out.Written), len(out.Unchanged), len(out.Waiting))
@@ -112,6 +126,54 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 	}
 	return nil
 }
+
+// keySigner decrypts the signing key in the background while the reconcile
+// reads its inputs: the key's scrypt then costs no time of its own, and a
+// reconcile whose inputs did not change never waits for it to read them.
+// It names the key by the sha256 of its file (loop's record of inputs), so
+// knowing which key signs needs no decryption.
+type keySigner struct {
+	path string
+	id   string
+	done chan struct{}
+	s    *sign.Signer
+	err  error
+}
+
+// loadKeySigner reads the encrypted key at path and starts decrypting it.
+func loadKeySigner(path string, password []byte) (*keySigner, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read signing key: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	k := &keySigner{path: path, id: "cosign key file " + hex.EncodeToString(sum[:]), done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		if k.s, k.err = sign.LoadSigner(b, password); k.err != nil {
+			k.err = fmt.Errorf("%s: %w", path, k.err)
+		}
+	}()
+	return k, nil
+}
+
+// wait returns the decrypted key, or why it could not be.
+func (k *keySigner) wait() (*sign.Signer, error) {
+	<-k.done
+	return k.s, k.err
+}
+
+// Sign signs blob once the key is decrypted.
+func (k *keySigner) Sign(blob []byte) ([]byte, error) {
+	s, err := k.wait()
+	if err != nil {
+		return nil, err
+	}
+	return s.Sign(blob)
+}
+
+// SignerID names the key for the record of inputs.
+func (k *keySigner) SignerID() string { return k.id }
 
 func short(h string) string {
 	if len(h) > 12 {
