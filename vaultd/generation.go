@@ -32,6 +32,10 @@ const generationBlock = 1024
 // needless look, never a missed change. A counter is answered only once
 // every write that took a counter up to it is on disk and in memory (or
 // failed), so a token read never stands for a state older than it.
+//
+// A directory restored from a backup keeps its epoch with an older counter,
+// which a later write could take again for another state: delete
+// DIR/generation after restoring one, so readers see a new epoch.
 type generation struct {
 	st *store.FileStore
 

@@ -8,6 +8,8 @@
 //	lock            held (flock) by the one vaultd using the directory
 //	records/<id>    one record per key, age-encrypted (0600); id is the
 //	                hex sha256 of the key, so names are not on disk in clear
+//	generation      the change token's epoch and counter ceiling, plain
+//	                JSON (0600), written by vaultd with [FileStore.WriteFile]
 //
 // Every write goes to a temporary file in the same directory, is fsynced,
 // renamed over the record and the directory fsynced (renameio), so a kill -9
