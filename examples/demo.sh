@@ -107,10 +107,14 @@ cleanup() {
       if [ -d "$WORK/$n/p/r" ]; then
         # shellcheck disable=SC2046
         podman $(podman_flags "$n") rm -a -f -t 0 >/dev/null 2>&1
+        # reset, not prune: it also unmounts the store's own overlay mount,
+        # so the kept directory can be removed with rm -rf.
         # shellcheck disable=SC2046
-        podman $(podman_flags "$n") system prune -a -f >/dev/null 2>&1
+        podman $(podman_flags "$n") system reset --force >/dev/null 2>&1
       fi
     done
+    # Anything podman left mounted under the demo's directory.
+    findmnt -rn -o TARGET | grep "^$WORK/" | sort -r | while read -r m; do umount "$m"; done
     echo "removed the demo's containers (pass --keep to leave them running)"
   fi
   echo "the demo's directory is kept: $WORK"
