@@ -101,7 +101,7 @@ cleanup() {
   fi
   if [ "$KEEP" = 1 ]; then
     echo "kept the demo's containers; see them with: podman $(podman_flags n1) ps -a"
-    echo "remove them with: for n in ${NODES[*]}; do podman --root $WORK/\$n/p/r --runroot $WORK/\$n/p/rr --tmpdir $WORK/\$n/p/t rm -af -t 0; done"
+    echo "remove them with: for n in ${NODES[*]}; do podman --root $WORK/\$n/p/r --runroot $WORK/\$n/p/rr --tmpdir $WORK/\$n/p/t system reset --force; done"
   else
     for n in "${NODES[@]}"; do
       if [ -d "$WORK/$n/p/r" ]; then
