@@ -110,6 +110,9 @@ func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
 	if errors.Is(err, errNoLsRefs) {
 		head, err = listRefs(ctx, h.cfg.Remote, auth, branch)
 	}
+	if said := (*serverSaid)(nil); errors.As(err, &said) {
+		err = said
+	}
 	if err != nil {
 		return Branch{}, &fetchError{fmt.Errorf("list refs of %s: %w", redact(h.cfg.Remote), err)}
 	}

@@ -276,7 +276,7 @@ func (p *process) Read(b []byte) (int, error) {
 	if err == io.EOF {
 		p.wait()
 		if p.stderr.Len() > 0 {
-			err = fmt.Errorf("%w: %s", io.ErrUnexpectedEOF, strings.TrimSpace(p.stderr.String()))
+			err = &serverSaid{strings.TrimSpace(p.stderr.String())}
 		}
 	}
 	return n, err
@@ -390,6 +390,14 @@ var (
 	errDelim = errors.New("delimiter packet")
 )
 
+// serverSaid is a server's own word on why it ended the exchange: an "ERR"
+// packet, or what git-upload-pack wrote on stderr before it stopped ("does
+// not appear to be a git repository"). It is the whole story, so callers
+// report it alone rather than the read it interrupted.
+type serverSaid struct{ msg string }
+
+func (e *serverSaid) Error() string { return "the server says: " + e.msg }
+
 // readPkt reads one pkt-line's data, without its trailing newline. A server
 // error ("ERR ...") is an error.
 func readPkt(r *bufio.Reader) (string, error) {
@@ -418,7 +426,7 @@ func readPkt(r *bufio.Reader) (string, error) {
 	}
 	line := strings.TrimSuffix(string(data), "\n")
 	if msg, ok := strings.CutPrefix(line, "ERR "); ok {
-		return "", fmt.Errorf("the server says: %s", msg)
+		return "", &serverSaid{msg}
 	}
 	return line, nil
 }
