@@ -37,12 +37,12 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	}
 	// The node's identity is made on the node (hostd init); its root is a
 	// temporary directory.
-	p := filepath.Join(m.work, "nodes", "n3.yaml")
+	p := filepath.Join(m.Work, "nodes", "n3.yaml")
 	b := regexp.MustCompile(`(?m)^recipient: .*$`).ReplaceAllString(readFile(t, p), "recipient: "+recipient)
 	if err := os.WriteFile(p, []byte(b+"root: "+root+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.push(t, "enrol n3 with its own identity")
+	m.Push(t, "enrol n3 with its own identity")
 
 	r, pub := newReconciler(t, m, vaulttest.Start(t), io.Discard)
 	if _, err := r.Once(ctx); err != nil {
@@ -55,7 +55,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	// A private store, reset at cleanup so no overlay mount is left behind.
 	store := ocitest.NewStore(t)
 	h, err := hostd.New(hostd.Config{
-		Node: "n3", Mesh: "lab", Remote: "file://" + m.bare, PushURL: "file://" + m.bare,
+		Node: "n3", Mesh: "lab", Remote: "file://" + m.Bare, PushURL: "file://" + m.Bare,
 		PublicKey: pubFile, Identity: filepath.Join(stateDir, hostd.IdentityFile),
 		StateDir: stateDir, Root: root,
 		Podman: hostd.PodmanConfig{Root: store.Root, RunRoot: store.RunRoot, TmpDir: store.TmpDir},
@@ -87,7 +87,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	// Every secret file it wrote before the failure holds what the sealed
 	// file on the branch opens to with the node's own identity.
 	var d declaration.Declaration
-	if err := jsonUnmarshal(gitRun(t, m.bare, "cat-file", "blob", "node/n3:declaration.json"), &d); err != nil {
+	if err := jsonUnmarshal(gitRun(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json"), &d); err != nil {
 		t.Fatal(err)
 	}
 	idText, err := os.ReadFile(filepath.Join(stateDir, hostd.IdentityFile))
@@ -107,7 +107,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 		if res.File == nil || res.File.Secret == nil || outcome[res.ID] != declaration.Created {
 			continue
 		}
-		ct := gitRun(t, m.bare, "cat-file", "blob", "node/n3:"+res.File.Secret.Sealed)
+		ct := gitRun(t, m.Bare, "cat-file", "blob", "node/n3:"+res.File.Secret.Sealed)
 		want := vaulttest.Open(t, ids[0], []byte(ct))
 		if res.File.Secret.EnvVar != "" {
 			want = []byte(res.File.Secret.EnvVar + "=" + string(want) + "\n")
@@ -125,7 +125,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 		t.Error("hostd wrote no secret file before the failure; the test checks nothing about secrets")
 	}
 
-	nodes, err := status.Read(m.bare, status.ReadOptions{})
+	nodes, err := status.Read(m.Bare, status.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

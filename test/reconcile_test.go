@@ -35,7 +35,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	const root = "-----BEGIN CERTIFICATE-----MIIB-test-root-----END CERTIFICATE-----"
 	provider := strings.SplitN(w.Provider, "@", 2)[1]
 	consumer := strings.SplitN(w.Assignment, "@", 2)[1]
-	before := gitRun(t, m.bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	before := gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if strings.Contains(before, root) {
 		t.Fatal("the answer is delivered before it was reported")
 	}
@@ -48,7 +48,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	rep := declaration.Report{Mesh: "lab", Node: provider, Generation: 1, Attempted: 1, Time: time.Now(),
 		Answers: map[string]map[string]string{w.Answer: fields}}
 	body, _ := json.Marshal(rep)
-	m.pushReport(t, provider, body)
+	m.PushReport(t, provider, body)
 
 	out, err = r.Once(ctx)
 	if err != nil {
@@ -57,7 +57,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	if len(out.Waiting) != 0 {
 		t.Fatalf("still waiting after the answer was reported: %+v", out.Waiting)
 	}
-	after := gitRun(t, m.bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	after := gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if !strings.Contains(after, "MIIB-test-root") {
 		t.Fatalf("node/%s does not carry the reported answer:\n%s", consumer, after)
 	}
@@ -75,17 +75,17 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	}
 	rep.Answers = map[string]map[string]string{w.Answer: fields}
 	body, _ = json.Marshal(rep)
-	m.pushReport(t, provider, body)
+	m.PushReport(t, provider, body)
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after = gitRun(t, m.bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	after = gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if !strings.Contains(after, "MIIB-second-root") || strings.Contains(after, "MIIB-test-root") {
 		t.Fatalf("node/%s does not follow the provider's new answer", consumer)
 	}
 
 	// status reflects the report: the provider applied generation 1.
-	nodes, err := status.Read(m.bare, status.ReadOptions{})
+	nodes, err := status.Read(m.Bare, status.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +116,10 @@ func TestRacingReconcilers(t *testing.T) {
 	var last string
 	for round := range 6 {
 		// n3's address moves each round: n3 and its consumers change.
-		p := filepath.Join(m.work, "nodes", "n3.yaml")
+		p := filepath.Join(m.Work, "nodes", "n3.yaml")
 		b := readFile(t, p)
 		os.WriteFile(p, []byte(strings.Replace(b, "address: 10.0.0.3", "address: 10.0.0.3"+string(rune('0'+round)), 1)), 0o644)
-		last = m.push(t, "round")
+		last = m.Push(t, "round")
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		wg.Go(func() { _, errs[0] = r1.Once(ctx) })
@@ -131,12 +131,12 @@ func TestRacingReconcilers(t *testing.T) {
 			}
 		}
 	}
-	for node := range m.ids {
-		out := gitRun(t, m.bare, "log", "--first-parent", "--format=%H", "node/"+node)
+	for node := range m.IDs {
+		out := gitRun(t, m.Bare, "log", "--first-parent", "--format=%H", "node/"+node)
 		commits := strings.Fields(out)
 		for i, c := range commits {
 			var d declaration.Declaration
-			json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", c+":declaration.json")), &d)
+			json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", c+":declaration.json")), &d)
 			if want := uint64(len(commits) - i); d.Generation != want {
 				t.Fatalf("node/%s: generation %d at depth %d, want %d", node, d.Generation, i, want)
 			}

@@ -19,7 +19,7 @@ import (
 func secretVersion(t *testing.T, m *mesh, node, secret string) (version, generation uint64) {
 	t.Helper()
 	var d declaration.Declaration
-	if err := json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
+	if err := json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range d.Resources {
@@ -37,7 +37,7 @@ func applied(t *testing.T, m *mesh, node string, gen uint64) {
 	t.Helper()
 	rep := declaration.Report{Mesh: "lab", Node: node, Generation: gen, Attempted: gen, Time: time.Now()}
 	body, _ := json.Marshal(rep)
-	m.pushReport(t, node, body)
+	m.PushReport(t, node, body)
 }
 
 func rotationOf(t *testing.T, v *vaulttest.Vault, name string) *client.Rotation {
@@ -140,11 +140,11 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 			t.Errorf("node %s ends at version %d", node, ver)
 		}
 		var d declaration.Declaration
-		json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d)
+		json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d)
 		for _, res := range d.Resources {
 			if res.File != nil && res.File.Secret != nil && res.File.Secret.Name == secret {
-				ct := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
-				plain = append(plain, vaulttest.Open(t, m.ids[node], []byte(ct)))
+				ct := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
+				plain = append(plain, vaulttest.Open(t, m.IDs[node], []byte(ct)))
 			}
 		}
 	}

@@ -1,58 +1,18 @@
 package branch
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// gitDaemon serves the bare repositories under base on 127.0.0.1, with
-// pushes enabled, and returns the git:// URL of base.
-func gitDaemon(t *testing.T, base string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
-		"--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--base-path="+base, "--informative-errors", base)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-		}
-	}()
-	for range 100 {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			c.Close()
-			return fmt.Sprintf("git://127.0.0.1:%d/", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("git daemon did not start listening")
-	return ""
-}
+	"github.com/meshgen/meshgen/internal/meshtest"
+)
 
 func TestWriteRemote(t *testing.T) {
 	ctx := context.Background()
 	served := bareRepo(t)
-	url := gitDaemon(t, filepath.Dir(served)) + filepath.Base(served)
+	url := meshtest.GitDaemon(t, filepath.Dir(served)) + filepath.Base(served)
 	signer, _ := testSigner(t)
 	r, err := OpenRemote(url, RemoteOptions{CacheDir: filepath.Join(t.TempDir(), "cache")})
 	if err != nil {
@@ -88,7 +48,7 @@ func TestWriteRemote(t *testing.T) {
 // one git server; the server's compare-and-swap makes the losers retry.
 func TestRacingRemoteWriters(t *testing.T) {
 	served := bareRepo(t)
-	url := gitDaemon(t, filepath.Dir(served)) + filepath.Base(served)
+	url := meshtest.GitDaemon(t, filepath.Dir(served)) + filepath.Base(served)
 	signer, _ := testSigner(t)
 	nodes := []string{"n1", "n2"}
 	caches := make([]*Remote, 3)

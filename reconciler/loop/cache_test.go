@@ -39,7 +39,7 @@ func TestSealCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := New(Options{Repo: m.bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestSealCache(t *testing.T) {
 	if got := cv.seals.Load(); got != int64(first.Sealed) || got == 0 {
 		t.Fatalf("first reconcile: %d seal calls for %d secrets", got, first.Sealed)
 	}
-	before := m.refs(t)
+	before := refs(t, m)
 	cv.seals.Store(0)
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestSealCache(t *testing.T) {
 	if got := cv.seals.Load(); got != 0 {
 		t.Errorf("unchanged reconcile sealed %d secrets again", got)
 	}
-	if m.refs(t) != before {
+	if refs(t, m) != before {
 		t.Error("unchanged reconcile moved branches")
 	}
 
@@ -81,9 +81,9 @@ func TestSealCache(t *testing.T) {
 	// A restarted reconciler of another build (so the record of inputs
 	// does not spare it the work) has an empty cache and seals everything
 	// again, to the same bytes: nothing is written.
-	before = m.refs(t)
+	before = refs(t, m)
 	cv2 := &countingVault{Client: v.Client}
-	r2, err := New(Options{Repo: m.bare, Vault: cv2, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r2, err := New(Options{Repo: m.Bare, Vault: cv2, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestSealCache(t *testing.T) {
 	if out.InputsUnchanged || cv2.seals.Load() != int64(out.Sealed) || out.Sealed == 0 {
 		t.Fatalf("a restarted reconciler of another build: %+v, %d seals", out, cv2.seals.Load())
 	}
-	if len(out.Written) != 0 || m.refs(t) != before {
+	if len(out.Written) != 0 || refs(t, m) != before {
 		t.Errorf("a restarted reconciler wrote %v", out.Written)
 	}
 }

@@ -37,7 +37,7 @@ func runOnce(t *testing.T, m *mesh, v *vaulttest.Vault, signer branch.Signer, tw
 	t.Helper()
 	cv := &countingVault{Client: v.Client}
 	var log strings.Builder
-	r, err := New(Options{Repo: m.bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
+	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewJSONHandler(&log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 	if first.err != nil || len(first.out.Written) != 3 || first.out.InputsUnchanged {
 		t.Fatalf("first reconcile: %+v, %v", first.out, first.err)
 	}
-	files, err := branch.ReadStateFiles(m.bare)
+	files, err := branch.ReadStateFiles(m.Bare)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 		!strings.HasPrefix(rec.Build, "format ") || rec.State != digest(files[branch.StateFile]) {
 		t.Fatalf("record of inputs: %s", files[InputsFile])
 	}
-	before := gitRun(t, m.bare, "for-each-ref")
+	before := gitRun(t, m.Bare, "for-each-ref")
 
 	// The seals of the first reconcile changed vaultd (secrets made), and
 	// they explain every change: the very next process is skipped already.
@@ -103,7 +103,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 			len(got.out.Written) != 0 || !sameJSON(got.out.Waiting, first.out.Waiting) || len(got.out.Waiting) == 0 {
 			t.Errorf("run %d: outcome %+v; want the first's source and waiting, every node unchanged", i, got.out)
 		}
-		if after := gitRun(t, m.bare, "for-each-ref"); after != before {
+		if after := gitRun(t, m.Bare, "for-each-ref"); after != before {
 			t.Errorf("run %d: a skipped reconcile moved refs:\n%s\n%s", i, before, after)
 		}
 		if n := strings.Count(got.log, "\n"); n != 1 || !strings.Contains(got.log, `"msg":"unchanged"`) {
@@ -133,7 +133,7 @@ func TestOneShotChangedInput(t *testing.T) {
 	}{
 		{
 			name:   "a push to main",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) { m.push(t, "nothing changes") },
+			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) { m.Push(t, "nothing changes") },
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if len(out.Written) != 0 {
 					t.Errorf("an empty push wrote %v", out.Written)
@@ -144,14 +144,14 @@ func TestOneShotChangedInput(t *testing.T) {
 			name: "a node's age key",
 			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
 				id := vaulttest.NewNode(t)
-				p := filepath.Join(m.work, "nodes", "n3.yaml")
+				p := filepath.Join(m.Work, "nodes", "n3.yaml")
 				b, _ := os.ReadFile(p)
 				b = regexp.MustCompile(`(?m)^recipient: .*$`).ReplaceAll(b, []byte("recipient: "+id.Recipient().String()))
 				if err := os.WriteFile(p, b, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				m.ids["n3"] = id
-				m.push(t, "n3 has a new key")
+				m.IDs["n3"] = id
+				m.Push(t, "n3 has a new key")
 			},
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if !slices.Contains(out.Written, "n3") {
@@ -162,7 +162,7 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name: "a status report",
 			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				m.pushReport(t, "n3", `{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`)
+				m.PushReport(t, "n3", []byte(`{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`))
 			},
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if len(out.Waiting) != 0 || !slices.Contains(out.Written, "n2") {
@@ -204,8 +204,8 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name: "a node branch changed behind the reconciler's back",
 			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				c := strings.TrimSpace(gitRun(t, m.bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
-				gitRun(t, m.bare, "update-ref", "refs/heads/node/n2", c)
+				c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
+				gitRun(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
 			},
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if !slices.Equal(out.Written, []string{"n2"}) {
@@ -217,7 +217,7 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name: "a node branch deleted behind the reconciler's back",
 			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				gitRun(t, m.bare, "update-ref", "-d", "refs/heads/node/n2")
+				gitRun(t, m.Bare, "update-ref", "-d", "refs/heads/node/n2")
 			},
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if !slices.Equal(out.Written, []string{"n2"}) {
@@ -229,12 +229,12 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name: "the recorded state edited by hand",
 			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				tree := gitRun(t, m.bare, "ls-tree", branch.StateRef)
-				blob := strings.TrimSpace(gitRunIn(t, m.bare, `{"ports":{}}`, "hash-object", "-w", "--stdin"))
+				tree := gitRun(t, m.Bare, "ls-tree", branch.StateRef)
+				blob := strings.TrimSpace(gitRunIn(t, m.Bare, `{"ports":{}}`, "hash-object", "-w", "--stdin"))
 				tree = regexp.MustCompile(`[0-9a-f]{40}(\t`+branch.StateFile+`)`).ReplaceAllString(tree, blob+"$1")
-				th := strings.TrimSpace(gitRunIn(t, m.bare, tree, "mktree"))
-				c := strings.TrimSpace(gitRun(t, m.bare, "commit-tree", th, "-p", branch.StateRef, "-m", "edited"))
-				gitRun(t, m.bare, "update-ref", branch.StateRef, c)
+				th := strings.TrimSpace(gitRunIn(t, m.Bare, tree, "mktree"))
+				c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", th, "-p", branch.StateRef, "-m", "edited"))
+				gitRun(t, m.Bare, "update-ref", branch.StateRef, c)
 			},
 			check: func(t *testing.T, m *mesh, out *Outcome) {
 				if out.InputsUnchanged {
@@ -285,8 +285,8 @@ func checkNodeBranch(t *testing.T, m *mesh, node string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")
-	sig := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
+	body := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
+	sig := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
 	if err := sign.Verify(kp.Public, []byte(body), []byte(sig)); err != nil {
 		t.Errorf("node/%s: %v", node, err)
 	}
@@ -333,18 +333,18 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	}
 	generation := func(node string) uint64 {
 		var d declaration.Declaration
-		if err := json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
+		if err := json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
 			t.Fatal(err)
 		}
 		return d.Generation
 	}
 	applied := func(node string) {
 		g := generation(node)
-		m.pushReport(t, node, fmt.Sprintf(`{"mesh":"lab","node":%q,"generation":%d,"attempted":%d,"source":"x","time":%q}`,
-			node, g, g, time.Now().UTC().Format(time.RFC3339Nano)))
+		m.PushReport(t, node, []byte(fmt.Sprintf(`{"mesh":"lab","node":%q,"generation":%d,"attempted":%d,"source":"x","time":%q}`,
+			node, g, g, time.Now().UTC().Format(time.RFC3339Nano))))
 	}
 	recorded := func() bool {
-		files, err := branch.ReadStateFiles(m.bare)
+		files, err := branch.ReadStateFiles(m.Bare)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +452,7 @@ func TestOneShotVaultFingerprint(t *testing.T) {
 				if tt.hide {
 					vault = statusOnlyVault{cv}
 				}
-				r, err := New(Options{Repo: m.bare, Vault: vault, Signer: signer, Logger: slog.New(slog.DiscardHandler)})
+				r, err := New(Options{Repo: m.Bare, Vault: vault, Signer: signer, Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -466,7 +466,7 @@ func TestOneShotVaultFingerprint(t *testing.T) {
 			if got := run(); len(got.out.Written) != 3 {
 				t.Fatalf("first reconcile: %+v", got.out)
 			}
-			files, err := branch.ReadStateFiles(m.bare)
+			files, err := branch.ReadStateFiles(m.Bare)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -514,7 +514,7 @@ func TestOneShotMaxAgeRotation(t *testing.T) {
 	ctx := context.Background()
 	c := &testClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	m := newMesh(t)
-	p := filepath.Join(m.work, "catalog", "modules", "mosquitto", "module.yaml")
+	p := filepath.Join(m.Work, "catalog", "modules", "mosquitto", "module.yaml")
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -526,7 +526,7 @@ func TestOneShotMaxAgeRotation(t *testing.T) {
 	if err := os.WriteFile(p, []byte(nb), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.push(t, "mosquitto's admin password rotates every 30 days")
+	m.Push(t, "mosquitto's admin password rotates every 30 days")
 	v := vaulttest.StartWith(t, vaulttest.Options{Now: c.now})
 	signer := testSigner(t)
 	run := func() oneShot {

@@ -6,18 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"filippo.io/age"
-
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
@@ -30,74 +27,22 @@ var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
 
 func gitRun(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-		"GIT_AUTHOR_NAME=op", "GIT_AUTHOR_EMAIL=op@lab", "GIT_COMMITTER_NAME=op", "GIT_COMMITTER_EMAIL=op@lab")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return meshtest.Git(t, dir, args...)
 }
 
 // mesh is a bare repository holding examples/lab on main, with each node's
 // recipient replaced by a fresh age identity the test holds, and a work tree
 // an operator pushes from.
-type mesh struct {
-	bare, work string
-	ids        map[string]*age.X25519Identity
-}
+type mesh = meshtest.Mesh
 
 func newMesh(t *testing.T) *mesh {
 	t.Helper()
-	m := &mesh{bare: filepath.Join(t.TempDir(), "mesh.git"), work: filepath.Join(t.TempDir(), "work"), ids: map[string]*age.X25519Identity{}}
-	gitRun(t, "", "init", "-q", "--bare", "-b", "main", m.bare)
-	if err := os.CopyFS(m.work, os.DirFS("../../examples/lab")); err != nil {
-		t.Fatal(err)
-	}
-	nodes, _ := filepath.Glob(filepath.Join(m.work, "nodes", "*.yaml"))
-	re := regexp.MustCompile(`(?m)^recipient: .*$`)
-	for _, p := range nodes {
-		id := vaulttest.NewNode(t)
-		m.ids[strings.TrimSuffix(filepath.Base(p), ".yaml")] = id
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, re.ReplaceAll(b, []byte("recipient: "+id.Recipient().String())), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitRun(t, m.work, "init", "-q", "-b", "main")
-	m.push(t, "the lab")
-	return m
+	return meshtest.New(t, "../../examples/lab")
 }
 
-func (m *mesh) push(t *testing.T, msg string) string {
-	t.Helper()
-	gitRun(t, m.work, "add", "-A")
-	gitRun(t, m.work, "commit", "-q", "--allow-empty", "-m", msg)
-	gitRun(t, m.work, "push", "-q", "-f", m.bare, "main")
-	return strings.TrimSpace(gitRun(t, m.work, "rev-parse", "HEAD"))
-}
-
-// pushReport pushes report.json to status/<node> of the bare repository, as
-// hostd does.
-func (m *mesh) pushReport(t *testing.T, node, body string) {
-	t.Helper()
-	work := t.TempDir()
-	gitRun(t, work, "init", "-q", "-b", "x")
-	if err := os.WriteFile(filepath.Join(work, "report.json"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitRun(t, work, "add", "report.json")
-	gitRun(t, work, "commit", "-q", "-m", "report")
-	gitRun(t, work, "push", "-q", "-f", m.bare, "x:refs/heads/status/"+node)
-}
-
-func (m *mesh) refs(t *testing.T) string {
-	return gitRun(t, m.bare, "for-each-ref", "refs/heads/node")
+// refs lists the node branches of m's bare repository.
+func refs(t *testing.T, m *mesh) string {
+	return gitRun(t, m.Bare, "for-each-ref", "refs/heads/node")
 }
 
 func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
@@ -119,7 +64,7 @@ func newReconcilerVault(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []by
 		t.Fatal(err)
 	}
 	v := vaulttest.Start(t)
-	r, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +91,9 @@ func TestReconcileLab(t *testing.T) {
 	// Every branch verifies with the public key, and every sealed file
 	// opens with its node's own identity.
 	var values []string
-	for node, id := range m.ids {
-		body := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json")
-		sig := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
+	for node, id := range m.IDs {
+		body := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
+		sig := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
 		if err := sign.Verify(pub, []byte(body), []byte(sig)); err != nil {
 			t.Errorf("node %s: %v", node, err)
 		}
@@ -163,7 +108,7 @@ func TestReconcileLab(t *testing.T) {
 			if res.File == nil || res.File.Secret == nil {
 				continue
 			}
-			ct := gitRun(t, m.bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
+			ct := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
 			plain := vaulttest.Open(t, id, []byte(ct))
 			if len(plain) == 0 {
 				t.Errorf("node %s: %s opened empty", node, res.File.Secret.Sealed)
@@ -173,7 +118,7 @@ func TestReconcileLab(t *testing.T) {
 	}
 	// No value appears in the log or in anything on the branches but the
 	// age ciphertext.
-	everything := log.String() + gitRun(t, m.bare, "log", "--all", "-p", "--", ":!*.age")
+	everything := log.String() + gitRun(t, m.Bare, "log", "--all", "-p", "--", ":!*.age")
 	if !strings.Contains(everything, `"generation": 1`) || len(values) == 0 {
 		t.Fatal("the search for secret values has nothing to search or nothing to look for")
 	}
@@ -187,21 +132,21 @@ func TestReconcileLab(t *testing.T) {
 	}
 
 	// An unchanged push commits nothing: same bytes, secrets included.
-	before := m.refs(t)
-	m.push(t, "nothing changes")
+	before := refs(t, m)
+	m.Push(t, "nothing changes")
 	out, err = r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Written) != 0 || out.Objects != 0 || m.refs(t) != before {
+	if len(out.Written) != 0 || out.Objects != 0 || refs(t, m) != before {
 		t.Fatalf("unchanged push wrote %v (%d objects)", out.Written, out.Objects)
 	}
 
 	// A push touching one node's assignment writes only that branch.
-	p := filepath.Join(m.work, "nodes", "n3.yaml")
+	p := filepath.Join(m.Work, "nodes", "n3.yaml")
 	b, _ := os.ReadFile(p)
 	os.WriteFile(p, []byte(strings.Replace(string(b), "10.0.0.3", "10.0.0.33", 1)), 0o644)
-	m.push(t, "n3 moves")
+	m.Push(t, "n3 moves")
 	out, err = r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -211,15 +156,15 @@ func TestReconcileLab(t *testing.T) {
 	}
 
 	// A refused push leaves every branch as it was.
-	before = m.refs(t)
-	os.MkdirAll(filepath.Join(m.work, "assignments", "ghost"), 0o755)
-	os.WriteFile(filepath.Join(m.work, "assignments", "ghost", "gitea.yaml"), []byte("values: {}\n"), 0o644)
-	m.push(t, "a node that does not exist")
+	before = refs(t, m)
+	os.MkdirAll(filepath.Join(m.Work, "assignments", "ghost"), 0o755)
+	os.WriteFile(filepath.Join(m.Work, "assignments", "ghost", "gitea.yaml"), []byte("values: {}\n"), 0o644)
+	m.Push(t, "a node that does not exist")
 	out, err = r.Once(ctx)
 	if err == nil || !out.Refused {
 		t.Fatalf("a refused push: outcome %+v, err %v", out, err)
 	}
-	if m.refs(t) != before {
+	if refs(t, m) != before {
 		t.Fatal("a refused push moved branches")
 	}
 	if !strings.Contains(log.String(), "reconcile refused") {
@@ -249,10 +194,10 @@ func TestWatchCoalescesPushes(t *testing.T) {
 	}
 	var last string
 	for i := range 5 {
-		p := filepath.Join(m.work, "nodes", "n3.yaml")
+		p := filepath.Join(m.Work, "nodes", "n3.yaml")
 		b, _ := os.ReadFile(p)
 		os.WriteFile(p, []byte(strings.Replace(string(b), "address: 10.0.0.3", "address: 10.0.0.3"+string(rune('0'+i)), 1)), 0o644)
-		last = m.push(t, "burst")
+		last = m.Push(t, "burst")
 	}
 	o := <-outcomes
 	if o.Source != last {
@@ -270,7 +215,7 @@ func TestWatchCoalescesPushes(t *testing.T) {
 		t.Errorf("%d extra reconciles after the burst was reconciled", n)
 	}
 	var d declaration.Declaration
-	json.Unmarshal([]byte(gitRun(t, m.bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
+	json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
 	if d.Source != last {
 		t.Errorf("node/n3 holds source %s, want the last push %s", d.Source, last)
 	}
@@ -286,7 +231,7 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b, err := branch.ReadState(m.bare)
+	b, err := branch.ReadState(m.Bare)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,16 +242,16 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 	if st.Seats["mesh-vault"] != "vault@n1" || len(st.Ports) == 0 {
 		t.Fatalf("recorded state %s", b)
 	}
-	before := gitRun(t, m.bare, "for-each-ref")
+	before := gitRun(t, m.Bare, "for-each-ref")
 
-	gitRun(t, m.work, "mv", "assignments/n1/vault.yaml", "assignments/n3/vault.yaml")
-	m.push(t, "move the vault")
+	gitRun(t, m.Work, "mv", "assignments/n1/vault.yaml", "assignments/n3/vault.yaml")
+	m.Push(t, "move the vault")
 	out, err := r.Once(ctx)
 	if err == nil || !out.Refused || !strings.Contains(err.Error(), "mesh-vault") {
 		t.Fatalf("moving the vault: outcome %+v, err %v", out, err)
 	}
 	// Every ref but main (the push) is as it was: node branches and state.
-	after := gitRun(t, m.bare, "for-each-ref")
+	after := gitRun(t, m.Bare, "for-each-ref")
 	if strings.Count(after, "\n") != strings.Count(before, "\n") {
 		t.Fatalf("refs were added or removed:\n%s\n%s", before, after)
 	}
@@ -330,7 +275,7 @@ func TestWatchSeesARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := vaulttest.Start(t)
-	r, err := New(Options{Repo: m.bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

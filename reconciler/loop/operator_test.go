@@ -20,7 +20,7 @@ import (
 func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
-	gitea := filepath.Join(m.work, "catalog", "modules", "gitea", "module.yaml")
+	gitea := filepath.Join(m.Work, "catalog", "modules", "gitea", "module.yaml")
 	b, err := os.ReadFile(gitea)
 	if err != nil {
 		t.Fatal(err)
@@ -39,14 +39,14 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	if err := os.WriteFile(gitea, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m.push(t, "gitea needs an external API key")
+	m.Push(t, "gitea needs an external API key")
 	r, _, v := newReconcilerVault(t, m, io.Discard)
 
 	_, err = r.Once(ctx)
 	if err == nil || !strings.Contains(err.Error(), "meshgen vault put gitea@n2.api-key") {
 		t.Fatalf("reconcile before delivery: %v; want it to ask for `meshgen vault put gitea@n2.api-key`", err)
 	}
-	if refs := m.refs(t); refs != "" {
+	if refs := refs(t, m); refs != "" {
 		t.Fatalf("a reconcile waiting for an operator's value wrote branches:\n%s", refs)
 	}
 
@@ -65,8 +65,8 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatalf("reconcile after delivery: %v", err)
 	}
-	sealed := gitRun(t, m.bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath("gitea@n2.api-key"))
-	if got := string(vaulttest.Open(t, m.ids["n2"], []byte(sealed))); got != value {
+	sealed := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath("gitea@n2.api-key"))
+	if got := string(vaulttest.Open(t, m.IDs["n2"], []byte(sealed))); got != value {
 		t.Fatalf("n2 opens the API key to %q, want the operator's value", got)
 	}
 }

@@ -1,57 +1,19 @@
 package loop
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
-
-// gitDaemon serves the bare repositories under base on 127.0.0.1 with
-// pushes enabled and returns the git:// URL of base.
-func gitDaemon(t *testing.T, base string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command("git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack",
-		"--listen=127.0.0.1", fmt.Sprintf("--port=%d", port), "--base-path="+base, base)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	go func() {
-		for sc := bufio.NewScanner(stderr); sc.Scan(); {
-		}
-	}()
-	for range 100 {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
-			return fmt.Sprintf("git://127.0.0.1:%d/", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("git daemon did not start listening")
-	return ""
-}
 
 // TestReconcileRemote: the loop reconciles a mesh on a git server through
 // its cache: branches are pushed, an unchanged reconcile pushes nothing, and
@@ -59,7 +21,7 @@ func gitDaemon(t *testing.T, base string) string {
 func TestReconcileRemote(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
-	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
 	kp, err := testKey()
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +30,7 @@ func TestReconcileRemote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsRemote(url) || IsRemote(m.bare) || IsRemote("./mesh.git") {
+	if !IsRemote(url) || IsRemote(m.Bare) || IsRemote("./mesh.git") {
 		t.Fatal("IsRemote misjudges a URL or a path")
 	}
 	r, err := New(Options{Repo: url, CacheDir: filepath.Join(t.TempDir(), "cache"), Vault: vaulttest.Start(t).Client,
@@ -84,15 +46,15 @@ func TestReconcileRemote(t *testing.T) {
 	if !slices.Equal(out.Written, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("wrote %v", out.Written)
 	}
-	before := gitRun(t, m.bare, "for-each-ref")
+	before := gitRun(t, m.Bare, "for-each-ref")
 	if out, err = r.Once(ctx); err != nil || len(out.Written) != 0 {
 		t.Fatalf("unchanged: wrote %v, %v", out.Written, err)
 	}
-	if gitRun(t, m.bare, "for-each-ref") != before {
+	if gitRun(t, m.Bare, "for-each-ref") != before {
 		t.Fatal("an unchanged reconcile moved refs on the server")
 	}
 	// The CA's answer, pushed to the server by hostd, reaches the proxy.
-	m.pushReport(t, "n3", `{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`)
+	m.PushReport(t, "n3", []byte(`{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`))
 	out, err = r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +68,7 @@ func TestReconcileRemote(t *testing.T) {
 // push to main; a poll that finds nothing new does not reconcile.
 func TestWatchPollsRemote(t *testing.T) {
 	m := newMesh(t)
-	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
 	kp, err := testKey()
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +103,9 @@ func TestWatchPollsRemote(t *testing.T) {
 	if n := len(outcomes); n != 0 {
 		t.Fatalf("%d reconciles without a push", n)
 	}
-	gitRun(t, m.work, "mv", "assignments/n2/proxy.yaml", "proxy.yaml.off")
-	gitRun(t, m.work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
-	src := m.push(t, "n2 runs nothing")
+	gitRun(t, m.Work, "mv", "assignments/n2/proxy.yaml", "proxy.yaml.off")
+	gitRun(t, m.Work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
+	src := m.Push(t, "n2 runs nothing")
 	o := <-outcomes
 	cancel()
 	if err := <-done; err != nil {
@@ -162,7 +124,7 @@ func TestWatchPollsRemote(t *testing.T) {
 func TestOneShotRemote(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
-	url := gitDaemon(t, filepath.Dir(m.bare)) + filepath.Base(m.bare)
+	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
 	v := vaulttest.Start(t)
 	signer := testSigner(t)
 	cache := filepath.Join(t.TempDir(), "cache")
@@ -185,13 +147,13 @@ func TestOneShotRemote(t *testing.T) {
 	if out := once(); !out.InputsUnchanged {
 		t.Fatalf("unchanged inputs on the server were reconciled again: %+v", out)
 	}
-	good := gitRun(t, m.bare, "cat-file", "blob", "node/n2:declaration.json")
-	c := strings.TrimSpace(gitRun(t, m.bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
-	gitRun(t, m.bare, "update-ref", "refs/heads/node/n2", c)
+	good := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json")
+	c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
+	gitRun(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
 	if out := once(); out.InputsUnchanged || !slices.Equal(out.Written, []string{"n2"}) {
 		t.Fatalf("a node branch changed on the server: %+v", out)
 	}
-	if got := gitRun(t, m.bare, "cat-file", "blob", "node/n2:declaration.json"); !strings.Contains(got, `"node": "n2"`) || got == good {
+	if got := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json"); !strings.Contains(got, `"node": "n2"`) || got == good {
 		t.Errorf("node/n2 was not repaired on the server (a new generation of n2's declaration):\n%.200s", got)
 	}
 	if out := once(); !out.InputsUnchanged {
