@@ -65,10 +65,7 @@ done
 for c in podman git go; do
   command -v "$c" >/dev/null || fail "$c is not installed: run \`make deps\`"
 done
-if ! command -v jq >/dev/null; then # the demo reads the nodes' JSON reports with jq
-  echo "demo: installing jq, to read the nodes' reports"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null || fail "jq is not installed: apt-get install jq"
-fi
+command -v jq >/dev/null || fail "jq is not installed: run `make deps`"
 
 WORK=$(mktemp -d /tmp/mgdemo.XXXXXX) # short: podman's runroot path length matters
 chmod 0755 "$WORK"
