@@ -65,7 +65,7 @@ done
 for c in podman git go; do
   command -v "$c" >/dev/null || fail "$c is not installed: run \`make deps\`"
 done
-command -v jq >/dev/null || fail "jq is not installed: run `make deps`"
+command -v jq >/dev/null || fail "jq is not installed: run \`make deps\`"
 
 WORK=$(mktemp -d /tmp/mgdemo.XXXXXX) # short: podman's runroot path length matters
 chmod 0755 "$WORK"
