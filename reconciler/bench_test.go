@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"syscall"
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/internal/benchcpu"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/synth"
 )
@@ -42,7 +42,7 @@ func BenchmarkResolveRender(b *testing.B) {
 			opts := reconciler.ResolveOptions{Answers: m.Answers}
 			b.ReportAllocs()
 			b.ResetTimer()
-			defer reportCPU(b)()
+			defer benchcpu.Report(b)()
 			for b.Loop() {
 				res, err := reconciler.Resolve(m.Repo, opts)
 				if err != nil {
@@ -76,7 +76,7 @@ func BenchmarkPlan(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		p, err := reconciler.MakePlan(reconciler.PlanOptions{Base: base.Repo, Head: head.Repo, Answers: head.Answers})
 		if err != nil {
@@ -87,24 +87,6 @@ func BenchmarkPlan(b *testing.B) {
 		}
 		_ = p.Markdown()
 	}
-}
-
-// reportCPU reports the process's CPU time (user and system, every thread)
-// per operation as cpu-ns/op: on a shared machine, wall time measures the
-// neighbours as much as the code.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkPlanFromDisk is `meshgen plan` on a synthetic mesh of
@@ -127,7 +109,7 @@ func BenchmarkPlanFromDisk(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		// Read side by side, as `meshgen plan` does.
 		var baseRepo *schema.Repo
@@ -196,7 +178,7 @@ func BenchmarkPlanFromGit(b *testing.B) {
 	git("gc", "-q")
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer reportCPU(b)()
+	defer benchcpu.Report(b)()
 	for b.Loop() {
 		p, err := reconciler.PlanRepository(reconciler.PlanSource{Repo: repo, Base: "main", Head: "pr", Answers: head.Answers})
 		if err != nil {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/benchcpu"
 )
 
 // benchMesh makes 1,000 nodes, each with 20 assignments' worth of resources
@@ -47,7 +47,7 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
 
 	b.Run("first", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			b.StopTimer()
 			r, err := OpenLocal(bareRepo(b))
@@ -70,7 +70,7 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("no-change", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			res, err := r.Write(ctx, base, opts)
 			if err != nil {
@@ -82,7 +82,7 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 		}
 	})
 	b.Run("one-node-change", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		i := 0
 		for b.Loop() {
 			i++
@@ -143,21 +143,4 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	})
-}
-
-// reportCPU reports the process's CPU time per operation: on a shared
-// machine wall time says more about the neighbours than about the code.
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

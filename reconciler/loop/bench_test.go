@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/benchcpu"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/reconciler/synth"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
@@ -82,7 +82,7 @@ func BenchmarkReconcile(b *testing.B) {
 	m := benchMesh(b, 1000)
 
 	b.Run("first", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			b.StopTimer()
 			v := vaulttest.Start(b)
@@ -103,7 +103,7 @@ func BenchmarkReconcile(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("no-change", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			out, err := r.Reconcile(ctx, m.Repo, m.Answers)
 			if err != nil {
@@ -115,7 +115,7 @@ func BenchmarkReconcile(b *testing.B) {
 		}
 	})
 	b.Run("one-assignment-change", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		i := 0
 		for b.Loop() {
 			i++
@@ -141,21 +141,6 @@ func BenchmarkReconcile(b *testing.B) {
 			}
 		}
 	})
-}
-
-func reportCPU(b *testing.B) func() {
-	start := cpuTime()
-	return func() {
-		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkOneShot is issue 6's no-change reconcile as a new `meshgen
@@ -203,7 +188,7 @@ func BenchmarkOneShot(b *testing.B) {
 		b.Fatalf("first reconcile wrote %d branches, %d waiting", len(out.Written), len(out.Waiting))
 	}
 	b.Run("no-change", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			if out := once(""); !out.InputsUnchanged || len(out.Unchanged) != 1000 {
 				b.Fatalf("no-change one-shot reconcile ran in full: wrote %d, unchanged %d", len(out.Written), len(out.Unchanged))
@@ -213,7 +198,7 @@ func BenchmarkOneShot(b *testing.B) {
 	// What the skip costs is mostly vaultd's status of every secret: alone,
 	// here, asked and fingerprinted.
 	b.Run("vault-status", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		for b.Loop() {
 			st, err := v.Client.Status(ctx)
 			if err != nil {
@@ -226,7 +211,7 @@ func BenchmarkOneShot(b *testing.B) {
 		}
 	})
 	b.Run("no-change-full", func(b *testing.B) {
-		defer reportCPU(b)()
+		defer benchcpu.Report(b)()
 		i := 0
 		for b.Loop() {
 			i++
