@@ -3,82 +3,19 @@ package vaultd_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/meshgen/meshgen/vaultd"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
-
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, name string) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue makes a certificate for name (a server on 127.0.0.1, or a client).
-func (c *ca) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}
 
 func write(t *testing.T, dir, name string, data []byte) string {
 	t.Helper()
@@ -95,15 +32,15 @@ func write(t *testing.T, dir, name string, data []byte) string {
 func TestMutualTLS(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	serverCA, clientCA, strangerCA := newCA(t, "vault-ca"), newCA(t, "operators"), newCA(t, "strangers")
-	scert, skey := serverCA.issue(t, "vaultd", true)
-	ccert, ckey := clientCA.issue(t, "reconciler", false)
-	xcert, xkey := strangerCA.issue(t, "intruder", false)
+	serverCA, clientCA, strangerCA := vaulttest.NewCA(t, "vault-ca"), vaulttest.NewCA(t, "operators"), vaulttest.NewCA(t, "strangers")
+	scert, skey := serverCA.IssueServer(t, "vaultd")
+	ccert, ckey := clientCA.IssueClient(t, "reconciler")
+	xcert, xkey := strangerCA.IssueClient(t, "intruder")
 	opts := vaultd.TLSOptions{
 		CertFile: write(t, dir, "server.pem", scert), KeyFile: write(t, dir, "server.key", skey),
-		ClientCAFile: write(t, dir, "clients-ca.pem", clientCA.pem),
+		ClientCAFile: write(t, dir, "clients-ca.pem", clientCA.PEM),
 	}
-	write(t, dir, "server-ca.pem", serverCA.pem)
+	write(t, dir, "server-ca.pem", serverCA.PEM)
 
 	v, err := vaultd.Open(vaultd.Options{Dir: filepath.Join(dir, "vault")})
 	if err != nil {

@@ -3,14 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +12,7 @@ import (
 	"filippo.io/age"
 	"github.com/meshgen/meshgen/vaultd"
 	"github.com/meshgen/meshgen/vaultd/client"
+	"github.com/meshgen/meshgen/vaultd/vaulttest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -72,7 +65,7 @@ func vaultSealCmd(ts *testscript.TestScript, neg bool, args []string) {
 // mutual TLS, with the client's certificate, and without one.
 func TestVaultOverMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	serverCA, clientCA := newVaultTestCA(t, "vault-ca"), newVaultTestCA(t, "operators")
+	serverCA, clientCA := vaulttest.NewCA(t, "vault-ca"), vaulttest.NewCA(t, "operators")
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -80,15 +73,15 @@ func TestVaultOverMutualTLS(t *testing.T) {
 		}
 		return p
 	}
-	scert, skey := serverCA.issue(t, "vaultd", true)
-	ccert, ckey := clientCA.issue(t, "operator", false)
+	scert, skey := serverCA.IssueServer(t, "vaultd")
+	ccert, ckey := clientCA.IssueClient(t, "operator")
 	v, err := vaultd.Open(vaultd.Options{Dir: filepath.Join(dir, "vault")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
 	ln, err := vaultd.ListenTLS("tcp://127.0.0.1:0", vaultd.TLSOptions{
-		CertFile: write("s.pem", scert), KeyFile: write("s.key", skey), ClientCAFile: write("cca.pem", clientCA.pem),
+		CertFile: write("s.pem", scert), KeyFile: write("s.key", skey), ClientCAFile: write("cca.pem", clientCA.PEM),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +91,7 @@ func TestVaultOverMutualTLS(t *testing.T) {
 	go func() { done <- v.Serve(ctx, ln, vaultd.ServeOptions{Owner: -1}) }()
 	defer func() { stop(); <-done }()
 	addr := "tcp://" + ln.Addr().String()
-	tlsFlags := []string{"--vault-cert", write("c.pem", ccert), "--vault-key", write("c.key", ckey), "--vault-ca", write("sca.pem", serverCA.pem)}
+	tlsFlags := []string{"--vault-cert", write("c.pem", ccert), "--vault-key", write("c.key", ckey), "--vault-ca", write("sca.pem", serverCA.PEM)}
 
 	run := func(stdin string, args ...string) (string, error) {
 		var out bytes.Buffer
@@ -122,60 +115,9 @@ func TestVaultOverMutualTLS(t *testing.T) {
 		t.Fatalf("TCP without TLS flags: %v", err)
 	}
 	// A certificate the vault's client CA did not sign gets no answer.
-	stranger := newVaultTestCA(t, "strangers")
-	xcert, xkey := stranger.issue(t, "intruder", false)
+	stranger := vaulttest.NewCA(t, "strangers")
+	xcert, xkey := stranger.IssueClient(t, "intruder")
 	if _, err := run("", "vault", "status", "--vault", addr, "--vault-cert", write("x.pem", xcert), "--vault-key", write("x.key", xkey), "--vault-ca", filepath.Join(dir, "sca.pem")); err == nil {
 		t.Fatal("a stranger's certificate was answered")
 	}
-}
-
-type vaultTestCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newVaultTestCA(t *testing.T, name string) *vaultTestCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &vaultTestCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (c *vaultTestCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
