@@ -19,6 +19,11 @@ type ResolveOptions struct {
 	Previous *State
 	// Answers are the providers' answers hostd reported on status/<node>.
 	Answers Answers
+	// Undelivered names the operator secrets (spec `operator: true`) the
+	// vault has not been given yet (`meshgen vault put NAME`). A consumer
+	// of one is waiting, as for a provider's answer: nothing that reads it
+	// is rendered, and the secret is not asked of the vault.
+	Undelivered map[string]bool
 }
 
 // Answers holds providers' answers as hostd reports them: node → resource ID
@@ -156,6 +161,10 @@ type Waiting struct {
 	Answer string `json:"answer"`
 	// Fields are the contract fields still unanswered, sorted.
 	Fields []string `json:"fields"`
+	// Hint says what would end the wait when an operator must act, such
+	// as `meshgen vault put NAME` for an operator secret not delivered
+	// yet; empty when the provider answers by itself.
+	Hint string `json:"hint,omitempty"`
 }
 
 // Served is one consumer's requirement a provider serves.

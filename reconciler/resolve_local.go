@@ -234,6 +234,16 @@ func (r *resolver) resolveOwnSecret(a *Resolved, q *schema.Requirement) {
 	if q.Spec != nil {
 		spec = *q.Spec
 	}
+	if spec.Operator && r.opts.Undelivered[name] {
+		// The operator has not delivered it yet: a state, not a failure
+		// (design 27, "Refusing").
+		if a.Waiting == nil {
+			a.Waiting = map[string]Waiting{}
+		}
+		a.Waiting[q.Name] = Waiting{Assignment: a.ID, Requirement: q.Name, Provider: vault[0].ID,
+			Fields: []string{"value"}, Hint: "meshgen vault put " + name}
+		return
+	}
 	r.need(name, spec, "one-party", Recipient{Node: a.Node, Role: roleOf(q), Assignment: a.ID})
 	r.value(a, q.Name, "value", Value{Secret: name})
 }

@@ -25,6 +25,8 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 type caseOptions struct {
 	Previous *State  `json:"previous"`
 	Answers  Answers `json:"answers"`
+	// Undelivered names operator secrets the vault has not been given.
+	Undelivered map[string]bool `json:"undelivered"`
 }
 
 // loadCase reads testdata/catalog.txtar overlaid with testdata/resolve/<name>.txtar

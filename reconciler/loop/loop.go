@@ -14,7 +14,11 @@
 // returned error (a *reconciler.Refusal or schema.Problems) lists every
 // reason. Providers' answers reported by hostd on status/<node> are handed to
 // resolution, so a consumer waits until its provider has answered and then
-// receives the answer (design 27). The same reports drive vaultd's
+// receives the answer (design 27). An operator secret (spec `operator:
+// true`) vaultd has not been given yet is the same state: its consumers
+// wait, nothing that reads it is rendered, everything else is written, and
+// the outcome and the log line name it with the hint `meshgen vault put
+// NAME`; the reconcile after the delivery delivers it. The same reports drive vaultd's
 // rotations to the end (driveRotations, ADR 0114). What a resolution decided
 // that the next must keep (ports, seat holders, public names) is recorded on
 // branch meshgen/state and handed back as the previous state.
@@ -133,7 +137,8 @@ type Outcome struct {
 	// Written, Unchanged and Superseded name nodes by what happened to
 	// their branch.
 	Written, Unchanged, Superseded []string
-	// Waiting lists requirements waiting for a provider's answer.
+	// Waiting lists requirements waiting for a provider's answer, or for
+	// an operator secret not delivered yet (with the hint to deliver it).
 	Waiting []reconciler.Waiting
 	// Confirmed lists the rotation steps confirmed to vaultd.
 	Confirmed []Confirmation
@@ -240,6 +245,22 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	sealed, err := r.seal(ctx, repo, res, st)
 	if err != nil {
 		return err
+	}
+	if len(sealed.undelivered) > 0 {
+		// An operator has not delivered a secret yet: its consumers wait
+		// and the rest is reconciled (design 27, "Refusing"). Resolution
+		// is deterministic, so resolving again with those secrets
+		// undelivered changes only their consumers; every other secret
+		// was sealed already.
+		res, err = reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev, Undelivered: sealed.undelivered})
+		if err != nil {
+			var ref *reconciler.Refusal
+			if errors.As(err, &ref) {
+				out.Refused = true
+			}
+			return err
+		}
+		out.Waiting = res.Waiting
 	}
 	out.Sealed = len(res.Secrets)
 	decls, err := reconciler.Render(res, sealed.index)
@@ -361,10 +382,17 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 		"objects", out.Objects,
 		"duration", out.Duration.Round(time.Millisecond).String(),
 	}
+	if hints := waitingHints(out.Waiting); len(hints) > 0 {
+		attrs = append(attrs, "undelivered", hints)
+	}
 	switch {
 	case out.InputsUnchanged:
-		r.log.Info("unchanged", "source", out.Source, "nodes", len(out.Unchanged), "waiting", len(out.Waiting),
-			"duration", out.Duration.Round(time.Millisecond).String())
+		un := []any{"source", out.Source, "nodes", len(out.Unchanged), "waiting", len(out.Waiting),
+			"duration", out.Duration.Round(time.Millisecond).String()}
+		if hints := waitingHints(out.Waiting); len(hints) > 0 {
+			un = append(un, "undelivered", hints)
+		}
+		r.log.Info("unchanged", un...)
 	case out.Refused:
 		r.log.Error("reconcile refused: nothing written", append(attrs, "error", err.Error())...)
 	case err != nil:
@@ -372,6 +400,19 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 	default:
 		r.log.Info("reconciled", attrs...)
 	}
+}
+
+// waitingHints lists the waiting requirements an operator must act on, as
+// "<assignment>/<requirement>: <hint>", e.g. "gitea@n2/api-key: meshgen
+// vault put gitea@n2.api-key".
+func waitingHints(ws []reconciler.Waiting) []string {
+	var out []string
+	for _, w := range ws {
+		if w.Hint != "" {
+			out = append(out, w.Assignment+"/"+w.Requirement+": "+w.Hint)
+		}
+	}
+	return out
 }
 
 // answers turns hostd's reports into resolution's providers' answers.

@@ -20,6 +20,9 @@ type sealed struct {
 	ciphertext map[string][]byte // by reconciler.SealedKey
 	// asked is, per secret, what was asked of vaultd and what it answered.
 	asked map[string]askedSeal
+	// undelivered names the operator secrets vaultd has not been given
+	// yet (client.ErrNotDelivered): their consumers wait (design 27).
+	undelivered map[string]bool
 }
 
 type askedSeal struct {
@@ -31,9 +34,11 @@ type askedSeal struct {
 // recipients' age keys (nodes/<n>.yaml), all at once per secret: vaultd
 // records the complete list of parties each time. The same version sealed to
 // the same recipients is the same ciphertext, so an unchanged mesh commits
-// nothing.
+// nothing. An operator secret vaultd answers is not delivered yet is no
+// failure: it is listed in undelivered, and the caller resolves again with
+// its consumers waiting.
 func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
-	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}}
+	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}, undelivered: map[string]bool{}}
 	held := map[string]*client.SecretStatus{}
 	if st != nil {
 		for i := range st.Secrets {
@@ -56,7 +61,11 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	}
 	close(work)
 	wg.Wait()
-	for _, err := range errs {
+	for i, err := range errs {
+		if err != nil && res.Secrets[i].Spec.Operator && errors.Is(err, client.ErrNotDelivered) {
+			out.undelivered[res.Secrets[i].Name] = true
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

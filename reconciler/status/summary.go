@@ -66,6 +66,8 @@ type Waiting struct {
 	Provider    string   `json:"provider"`
 	Answer      string   `json:"answer"`
 	Fields      []string `json:"fields"`
+	// Hint is what an operator must do to end the wait (reconciler.Waiting.Hint).
+	Hint string `json:"hint,omitempty"`
 }
 
 // Rotation is a secret's rotation in progress and the nodes it waits on
