@@ -82,6 +82,16 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 		t.Fatalf("n2's branch holds %s before delivery:\n%s", reconciler.SealedPath(name), got)
 	}
 
+	// While nothing changes, the next reconcile does nothing and still
+	// says what it waits for.
+	again, err := r.Once(ctx)
+	if err != nil {
+		t.Fatalf("second reconcile before delivery: %v", err)
+	}
+	if !again.InputsUnchanged || !slices.ContainsFunc(again.Waiting, waitsForKey) {
+		t.Fatalf("second reconcile before delivery: unchanged %v, waiting %+v; want unchanged and still waiting", again.InputsUnchanged, again.Waiting)
+	}
+
 	const value = "operator-chosen-api-key-0123456789"
 	recipient, err := v.Client.Recipient(ctx)
 	if err != nil {
