@@ -13,27 +13,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshgen/meshgen/hostd"
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/cli"
 )
 
 const defaultConfig = "/etc/hostd/hostd.yaml"
-
-// exitError carries an exit code without printing anything more.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // hintError is an error with a hint for the operator.
 type hintError struct {
@@ -184,7 +176,7 @@ func newStatusCmd() *cobra.Command {
 				return err
 			}
 			if !rep.OK() {
-				return exitError{1}
+				return cli.ExitError{Code: 1}
 			}
 			return nil
 		},
@@ -220,26 +212,4 @@ func printReport(w io.Writer, rep declaration.Report, asJSON bool) error {
 	return err
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		os.Exit(report(err))
-	}
-}
-
-// report prints err (unless it only carries an exit code) and returns the
-// process exit code.
-func report(err error) int {
-	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	fmt.Fprintf(os.Stderr, "hostd: %v\n", err)
-	var h interface{ Hint() string }
-	if errors.As(err, &h) && h.Hint() != "" {
-		fmt.Fprintf(os.Stderr, "hostd: hint: %s\n", h.Hint())
-	}
-	return 1
-}
+func main() { cli.Main(newRootCmd()) }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/internal/cli"
 )
 
 // checkFlags are `meshgen check`'s options.
@@ -113,7 +114,7 @@ func runCheck(stdout, stderr io.Writer, f checkFlags) error {
 		fmt.Fprintf(stderr, "%s: %s\n", f.repo, rep.Summary)
 	}
 	if !rep.OK {
-		return exitError{code: 1}
+		return cli.ExitError{Code: 1}
 	}
 	return nil
 }

@@ -4,21 +4,10 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
+
+	"github.com/meshgen/meshgen/internal/cli"
 )
-
-// exitError carries an exit code other than 1 (for example `plan
-// --detailed-exitcode`) without printing anything more.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
@@ -39,26 +28,4 @@ func newRootCmd() *cobra.Command {
 	return root
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		os.Exit(report(err))
-	}
-}
-
-// report prints err (unless it only carries an exit code) and returns the
-// process exit code.
-func report(err error) int {
-	var ee exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	fmt.Fprintf(os.Stderr, "meshgen: %v\n", err)
-	var h interface{ Hint() string }
-	if errors.As(err, &h) && h.Hint() != "" {
-		fmt.Fprintf(os.Stderr, "meshgen: hint: %s\n", h.Hint())
-	}
-	return 1
-}
+func main() { cli.Main(newRootCmd()) }

@@ -7,6 +7,7 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/meshgen/meshgen/internal/cli"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/status"
 )
@@ -81,9 +82,9 @@ func runPlan(cmd *cobra.Command, f planFlags) error {
 	}
 	switch {
 	case !plan.Resolves:
-		return exitError{code: 1}
+		return cli.ExitError{Code: 1}
 	case f.detailedExitCode && plan.Changed():
-		return exitError{code: 2}
+		return cli.ExitError{Code: 2}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/internal/cli"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/loop"
@@ -126,7 +127,7 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 		return err
 	}
 	if !sum.OK() {
-		return exitError{code: 1}
+		return cli.ExitError{Code: 1}
 	}
 	return nil
 }

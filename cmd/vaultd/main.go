@@ -9,29 +9,19 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshgen/meshgen/internal/cli"
 	"github.com/meshgen/meshgen/vaultd"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "vaultd: %v\n", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main(newRootCmd()) }
 
 // options are vaultd's flags.
 type options struct {
