@@ -96,9 +96,9 @@ func (h *Host) auth(url string) (transport.AuthMethod, error) {
 }
 
 // Fetch fetches branch node/<name> from the remote, and only it: shallow
-// (depth 1), no tags. It first looks the branch up (one round trip, two over
-// smart HTTP; protocol v2's ls-refs, so the server sends that branch alone,
-// see lsrefs.go) and returns [ErrNothingNew] when the branch still points at
+// (depth 1), no tags. It first looks the branch up (one round trip:
+// protocol v2's ls-refs, so the server sends that branch alone, see
+// lsrefs.go) and returns [ErrNothingNew] when the branch still points at
 // have, so a poll with nothing new transfers no objects and changes nothing.
 func (h *Host) Fetch(ctx context.Context, have string) (Branch, error) {
 	auth, err := h.auth(h.cfg.Remote)

@@ -16,8 +16,9 @@ package hostd
 // ssh settings (key, known_hosts) are the ones go-git uses for the fetch, and
 // the exchange is a handful of pkt-lines:
 //
-//   - http(s)://: GET info/refs with "Git-Protocol: version=2", then POST the
-//     ls-refs command to git-upload-pack (gitprotocol-http, gitprotocol-v2);
+//   - http(s)://: POST the ls-refs command to git-upload-pack with
+//     "Git-Protocol: version=2", one request; where that is refused, GET
+//     info/refs first, then POST (gitprotocol-http, gitprotocol-v2);
 //   - git://: "version=2" as an extra parameter of the initial request;
 //   - file://: git-upload-pack run with GIT_PROTOCOL=version=2;
 //   - ssh://: GIT_PROTOCOL=version=2 sent as an environment variable of the
@@ -120,9 +121,10 @@ func lsRefStream(s io.ReadWriter, ref plumbing.ReferenceName) (plumbing.Hash, er
 	return head, nil
 }
 
-// lsRefHTTP runs the lookup over smart HTTP: the GET of info/refs asks for
-// v2 and the server answers its capabilities, then one POST of ls-refs. A
-// v0 server answers the GET with all its refs, which is the answer.
+// lsRefHTTP runs the lookup over smart HTTP: one POST of ls-refs, which a
+// v2 server answers at once. Failing that, the GET of info/refs asks for v2
+// and the server answers its capabilities, then the POST again; a v0 server
+// answers the GET with all its refs, which is the answer.
 func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint, ref plumbing.ReferenceName) (plumbing.Hash, error) {
 	base := httpBase(ep)
 	origin, err := neturl.Parse(base)
@@ -163,6 +165,28 @@ func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint,
 		return res, nil
 	}
 
+	post := func(base string) (plumbing.Hash, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/git-upload-pack", bytes.NewReader(lsRefsRequest(ref)))
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
+		req.Header.Set("Accept", "application/x-git-upload-pack-result")
+		res, err := do(req, "application/x-git-upload-pack-result")
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		defer res.Body.Close()
+		return readLsRefs(bufio.NewReader(res.Body), ref)
+	}
+	// One round trip where the server allows it: v2 is stateless over
+	// HTTP, so a v2 server (git http-backend among them) answers ls-refs
+	// POSTed without the capability GET first. Anything else (a v0 server,
+	// a redirect, a refusal) takes the GET path below, which also says why.
+	if head, err := post(base); err == nil {
+		return head, nil
+	}
+
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/info/refs?service=git-upload-pack", nil)
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -183,17 +207,7 @@ func lsRefHTTP(ctx context.Context, client *http.Client, ep *transport.Endpoint,
 		base = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/info/refs")
 	}
 
-	req, err = http.NewRequestWithContext(ctx, http.MethodPost, base+"/git-upload-pack", bytes.NewReader(lsRefsRequest(ref)))
-	if err != nil {
-		return plumbing.ZeroHash, err
-	}
-	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
-	req.Header.Set("Accept", "application/x-git-upload-pack-result")
-	if res, err = do(req, "application/x-git-upload-pack-result"); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	defer res.Body.Close()
-	return readLsRefs(bufio.NewReader(res.Body), ref)
+	return post(base)
 }
 
 // httpBase is the repository's URL without user information, as go-git's

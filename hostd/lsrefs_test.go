@@ -43,8 +43,9 @@ func (g *gitRemote) addFleet(commit string) {
 // the body bytes it answers. With v0Only it drops the client's Git-Protocol
 // header, as a server that does not know protocol v2 does.
 type countingServer struct {
-	sent   atomic.Int64
-	v0Only bool
+	sent     atomic.Int64
+	requests atomic.Int64
+	v0Only   bool
 }
 
 func (g *gitRemote) countingHTTP(v0Only bool) (*countingServer, string) {
@@ -55,6 +56,7 @@ func (g *gitRemote) countingHTTP(v0Only bool) (*countingServer, string) {
 		Env:  []string{"GIT_PROJECT_ROOT=" + g.base, "GIT_HTTP_EXPORT_ALL=1"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cs.requests.Add(1)
 		if cs.v0Only {
 			r.Header.Del("Git-Protocol")
 		}
@@ -491,5 +493,38 @@ func BenchmarkNoOpPollFleet(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// A no-op poll over smart HTTP is one request to a v2 server: ls-refs is
+// POSTed without the capability GET. A v0 server refuses that POST, and the
+// poll takes the GET, which answers it.
+func TestNoOpPollOverHTTPRequests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		v0Only bool
+		want   int64
+	}{
+		{"v2 server", false, 1},
+		{"v0 server", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGitRemote(t)
+			cs, url := g.countingHTTP(tc.v0Only)
+			f := newFixture(t, fixtureOptions{Remote: url})
+			head := g.publish("n1", f.branch(f.decl(fileRes("m/a", f.path("a"), "n1"))))
+			ctx := context.Background()
+			if got, err := f.host.Fetch(ctx, ""); err != nil || got.Commit != head {
+				t.Fatalf("first fetch: %v, %s, want %s", err, got.Commit, head)
+			}
+			cs.requests.Store(0)
+			if _, err := f.host.Fetch(ctx, head); !errors.Is(err, ErrNothingNew) {
+				t.Fatalf("no-op poll: %v", err)
+			}
+			if got := cs.requests.Load(); got != tc.want {
+				t.Fatalf("a no-op poll made %d HTTP requests, want %d", got, tc.want)
+			}
+		})
 	}
 }
