@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
@@ -198,28 +199,12 @@ func TestSigningKeyIsEncryptedAndMatchesThePublicKey(t *testing.T) {
 	}
 }
 
-// cosignBinary finds the real cosign CLI: $MESHGEN_COSIGN (as `make test`
-// sets it), else $HOME/.cache/meshgen/bin/cosign. The test that needs it
-// skips, saying how to build it, when it is absent.
-func cosignBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("MESHGEN_COSIGN"); p != "" {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache", "meshgen", "bin", "cosign")
-	if _, err := os.Stat(p); err != nil {
-		t.Skip("the cosign CLI is not built: run `make cosign` or set MESHGEN_COSIGN")
-	}
-	return p
-}
-
 // The real cosign reads the key genesis wrote (so it is cosign's encrypted
 // format, opened with the password genesis was given) and its signature
 // verifies with the keys/reconciler.pub genesis committed.
 func TestCosignCLISignsWithTheGenesisKey(t *testing.T) {
 	t.Parallel()
-	cosign := cosignBinary(t)
+	cosign := meshtest.CosignCLI(t)
 	res := makeMesh(t, nil)
 	dir := t.TempDir()
 	blob := []byte(`{"format":1,"mesh":"demo","node":"n1"}` + "\n")

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshgen/meshgen/internal/meshtest"
 )
 
 var blob = []byte(`{"format":1,"mesh":"demo","node":"n1","generation":3}` + "\n")
@@ -136,28 +138,12 @@ func TestReadPassword(t *testing.T) {
 	}
 }
 
-// cosignBinary finds the real cosign CLI: $MESHGEN_COSIGN, else
-// $HOME/.cache/meshgen/bin/cosign. Tests that need it skip, saying how to
-// build it, when it is absent.
-func cosignBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("MESHGEN_COSIGN"); p != "" {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	p := filepath.Join(home, ".cache", "meshgen", "bin", "cosign")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("the cosign CLI is not built: run `GOBIN=$HOME/.cache/meshgen/bin go install github.com/sigstore/cosign/v2/cmd/cosign@v2.6.5` or set MESHGEN_COSIGN")
-	}
-	return p
-}
-
 // TestCosignCLIAcceptsAndSigns checks both directions against the real
 // cosign: it verifies our signature with the command line the issue names,
 // refuses it on altered content, and signs with a key we generated (so our
 // encrypted key format is cosign's) for our Verify to accept.
 func TestCosignCLIAcceptsAndSigns(t *testing.T) {
-	cosign := cosignBinary(t)
+	cosign := meshtest.CosignCLI(t)
 	dir := t.TempDir()
 	kp, s := newPair(t, "cli-password")
 	sig, err := s.Sign(blob)
