@@ -20,22 +20,12 @@ var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
 	return sign.GenerateKeyPair([]byte("pw"))
 })
 
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return meshtest.Git(t, dir, args...)
-}
-
-// mesh is a bare repository holding examples/lab on main, each node's
-// recipient replaced by a fresh age identity the test holds, and the work
-// tree an operator pushes from.
-type mesh = meshtest.Mesh
-
-func newMesh(t *testing.T) *mesh {
+func newMesh(t *testing.T) *meshtest.Mesh {
 	t.Helper()
 	return meshtest.New(t, "../examples/lab")
 }
 
-func newReconciler(t *testing.T, m *mesh, v *vaulttest.Vault, log io.Writer) (*loop.Reconciler, []byte) {
+func newReconciler(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, log io.Writer) (*loop.Reconciler, []byte) {
 	t.Helper()
 	kp, err := testKey()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshgen/meshgen/hostd"
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/internal/ocitest"
 	"github.com/meshgen/meshgen/reconciler/status"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
@@ -87,7 +88,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	// Every secret file it wrote before the failure holds what the sealed
 	// file on the branch opens to with the node's own identity.
 	var d declaration.Declaration
-	if err := jsonUnmarshal(gitRun(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json"), &d); err != nil {
+	if err := jsonUnmarshal(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json"), &d); err != nil {
 		t.Fatal(err)
 	}
 	idText, err := os.ReadFile(filepath.Join(stateDir, hostd.IdentityFile))
@@ -107,7 +108,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 		if res.File == nil || res.File.Secret == nil || outcome[res.ID] != declaration.Created {
 			continue
 		}
-		ct := gitRun(t, m.Bare, "cat-file", "blob", "node/n3:"+res.File.Secret.Sealed)
+		ct := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n3:"+res.File.Secret.Sealed)
 		want := vaulttest.Open(t, ids[0], []byte(ct))
 		if res.File.Secret.EnvVar != "" {
 			want = []byte(res.File.Secret.EnvVar + "=" + string(want) + "\n")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/status"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -35,7 +36,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	const root = "-----BEGIN CERTIFICATE-----MIIB-test-root-----END CERTIFICATE-----"
 	provider := strings.SplitN(w.Provider, "@", 2)[1]
 	consumer := strings.SplitN(w.Assignment, "@", 2)[1]
-	before := gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	before := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if strings.Contains(before, root) {
 		t.Fatal("the answer is delivered before it was reported")
 	}
@@ -57,7 +58,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	if len(out.Waiting) != 0 {
 		t.Fatalf("still waiting after the answer was reported: %+v", out.Waiting)
 	}
-	after := gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	after := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if !strings.Contains(after, "MIIB-test-root") {
 		t.Fatalf("node/%s does not carry the reported answer:\n%s", consumer, after)
 	}
@@ -79,7 +80,7 @@ func TestProviderAnswerCarriedBack(t *testing.T) {
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after = gitRun(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
+	after = meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+consumer+":declaration.json")
 	if !strings.Contains(after, "MIIB-second-root") || strings.Contains(after, "MIIB-test-root") {
 		t.Fatalf("node/%s does not follow the provider's new answer", consumer)
 	}
@@ -132,11 +133,11 @@ func TestRacingReconcilers(t *testing.T) {
 		}
 	}
 	for node := range m.IDs {
-		out := gitRun(t, m.Bare, "log", "--first-parent", "--format=%H", "node/"+node)
+		out := meshtest.Git(t, m.Bare, "log", "--first-parent", "--format=%H", "node/"+node)
 		commits := strings.Fields(out)
 		for i, c := range commits {
 			var d declaration.Declaration
-			json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", c+":declaration.json")), &d)
+			json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", c+":declaration.json")), &d)
 			if want := uint64(len(commits) - i); d.Generation != want {
 				t.Fatalf("node/%s: generation %d at depth %d, want %d", node, d.Generation, i, want)
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/loop"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
@@ -16,10 +17,10 @@ import (
 
 // secretVersion returns the version of secret the declaration on
 // node/<node> carries, and the node's generation.
-func secretVersion(t *testing.T, m *mesh, node, secret string) (version, generation uint64) {
+func secretVersion(t *testing.T, m *meshtest.Mesh, node, secret string) (version, generation uint64) {
 	t.Helper()
 	var d declaration.Declaration
-	if err := json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
+	if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range d.Resources {
@@ -33,7 +34,7 @@ func secretVersion(t *testing.T, m *mesh, node, secret string) (version, generat
 
 // applied pushes a report of node having applied its latest generation
 // without a failure, as hostd does after an apply.
-func applied(t *testing.T, m *mesh, node string, gen uint64) {
+func applied(t *testing.T, m *meshtest.Mesh, node string, gen uint64) {
 	t.Helper()
 	rep := declaration.Report{Mesh: "lab", Node: node, Generation: gen, Attempted: gen, Time: time.Now()}
 	body, _ := json.Marshal(rep)
@@ -140,10 +141,10 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 			t.Errorf("node %s ends at version %d", node, ver)
 		}
 		var d declaration.Declaration
-		json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d)
+		json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d)
 		for _, res := range d.Resources {
 			if res.File != nil && res.File.Secret != nil && res.File.Secret.Name == secret {
-				ct := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
+				ct := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
 				plain = append(plain, vaulttest.Open(t, m.IDs[node], []byte(ct)))
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/client"
@@ -33,7 +34,7 @@ type oneShot struct {
 	log   string
 }
 
-func runOnce(t *testing.T, m *mesh, v *vaulttest.Vault, signer branch.Signer, tweak func(*Reconciler)) oneShot {
+func runOnce(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, signer branch.Signer, tweak func(*Reconciler)) oneShot {
 	t.Helper()
 	cv := &countingVault{Client: v.Client}
 	var log strings.Builder
@@ -87,7 +88,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 		!strings.HasPrefix(rec.Build, "format ") || rec.State != digest(files[branch.StateFile]) {
 		t.Fatalf("record of inputs: %s", files[InputsFile])
 	}
-	before := gitRun(t, m.Bare, "for-each-ref")
+	before := meshtest.Git(t, m.Bare, "for-each-ref")
 
 	// The seals of the first reconcile changed vaultd (secrets made), and
 	// they explain every change: the very next process is skipped already.
@@ -103,7 +104,7 @@ func TestOneShotUnchangedInputs(t *testing.T) {
 			len(got.out.Written) != 0 || !sameJSON(got.out.Waiting, first.out.Waiting) || len(got.out.Waiting) == 0 {
 			t.Errorf("run %d: outcome %+v; want the first's source and waiting, every node unchanged", i, got.out)
 		}
-		if after := gitRun(t, m.Bare, "for-each-ref"); after != before {
+		if after := meshtest.Git(t, m.Bare, "for-each-ref"); after != before {
 			t.Errorf("run %d: a skipped reconcile moved refs:\n%s\n%s", i, before, after)
 		}
 		if n := strings.Count(got.log, "\n"); n != 1 || !strings.Contains(got.log, `"msg":"unchanged"`) {
@@ -126,15 +127,15 @@ func TestOneShotChangedInput(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name   string
-		change func(t *testing.T, m *mesh, v *vaulttest.Vault)
+		change func(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault)
 		signer *sign.Signer      // the next process's, when it changes
 		tweak  func(*Reconciler) // the next process's build, when it changes
-		check  func(t *testing.T, m *mesh, out *Outcome)
+		check  func(t *testing.T, m *meshtest.Mesh, out *Outcome)
 	}{
 		{
 			name:   "a push to main",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) { m.Push(t, "nothing changes") },
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) { m.Push(t, "nothing changes") },
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if len(out.Written) != 0 {
 					t.Errorf("an empty push wrote %v", out.Written)
 				}
@@ -142,7 +143,7 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "a node's age key",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) {
 				id := vaulttest.NewNode(t)
 				p := filepath.Join(m.Work, "nodes", "n3.yaml")
 				b, _ := os.ReadFile(p)
@@ -153,7 +154,7 @@ func TestOneShotChangedInput(t *testing.T) {
 				m.IDs["n3"] = id
 				m.Push(t, "n3 has a new key")
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if !slices.Contains(out.Written, "n3") {
 					t.Errorf("n3's new key wrote %v", out.Written)
 				}
@@ -161,10 +162,10 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "a status report",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) {
 				m.PushReport(t, "n3", []byte(`{"mesh":"lab","node":"n3","generation":1,"attempted":1,"source":"x","time":"2026-01-01T00:00:00Z","answers":{"ca/init":{"root":"ROOT-FROM-N3"}}}`))
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if len(out.Waiting) != 0 || !slices.Contains(out.Written, "n2") {
 					t.Errorf("after the CA's answer: waiting %v, wrote %v", out.Waiting, out.Written)
 				}
@@ -172,12 +173,12 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "a rotation started with meshgen vault rotate",
-			change: func(t *testing.T, _ *mesh, v *vaulttest.Vault) {
+			change: func(t *testing.T, _ *meshtest.Mesh, v *vaulttest.Vault) {
 				if _, err := v.Client.Rotate(context.Background(), "mosquitto@n1.admin"); err != nil {
 					t.Fatal(err)
 				}
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if !slices.Equal(out.Written, []string{"n1"}) {
 					t.Errorf("the rotation wrote %v, want [n1]", out.Written)
 				}
@@ -186,7 +187,7 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name:   "the signing key",
 			signer: otherSigner,
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if out.InputsUnchanged {
 					t.Error("a new signing key was not seen")
 				}
@@ -195,7 +196,7 @@ func TestOneShotChangedInput(t *testing.T) {
 		{
 			name:  "a new build",
 			tweak: func(r *Reconciler) { r.build = buildID(FormatVersion + 1) },
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if len(out.Written) != 0 {
 					t.Errorf("a new build rendering the same wrote %v", out.Written)
 				}
@@ -203,11 +204,11 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "a node branch changed behind the reconciler's back",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
-				gitRun(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) {
+				c := strings.TrimSpace(meshtest.Git(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
+				meshtest.Git(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if !slices.Equal(out.Written, []string{"n2"}) {
 					t.Errorf("a tampered node/n2 wrote %v, want [n2]", out.Written)
 				}
@@ -216,10 +217,10 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "a node branch deleted behind the reconciler's back",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				gitRun(t, m.Bare, "update-ref", "-d", "refs/heads/node/n2")
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) {
+				meshtest.Git(t, m.Bare, "update-ref", "-d", "refs/heads/node/n2")
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if !slices.Equal(out.Written, []string{"n2"}) {
 					t.Errorf("a deleted node/n2 wrote %v, want [n2]", out.Written)
 				}
@@ -228,15 +229,15 @@ func TestOneShotChangedInput(t *testing.T) {
 		},
 		{
 			name: "the recorded state edited by hand",
-			change: func(t *testing.T, m *mesh, _ *vaulttest.Vault) {
-				tree := gitRun(t, m.Bare, "ls-tree", branch.StateRef)
+			change: func(t *testing.T, m *meshtest.Mesh, _ *vaulttest.Vault) {
+				tree := meshtest.Git(t, m.Bare, "ls-tree", branch.StateRef)
 				blob := strings.TrimSpace(gitRunIn(t, m.Bare, `{"ports":{}}`, "hash-object", "-w", "--stdin"))
 				tree = regexp.MustCompile(`[0-9a-f]{40}(\t`+branch.StateFile+`)`).ReplaceAllString(tree, blob+"$1")
 				th := strings.TrimSpace(gitRunIn(t, m.Bare, tree, "mktree"))
-				c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", th, "-p", branch.StateRef, "-m", "edited"))
-				gitRun(t, m.Bare, "update-ref", branch.StateRef, c)
+				c := strings.TrimSpace(meshtest.Git(t, m.Bare, "commit-tree", th, "-p", branch.StateRef, "-m", "edited"))
+				meshtest.Git(t, m.Bare, "update-ref", branch.StateRef, c)
 			},
-			check: func(t *testing.T, m *mesh, out *Outcome) {
+			check: func(t *testing.T, m *meshtest.Mesh, out *Outcome) {
 				if out.InputsUnchanged {
 					t.Error("an edited state was not seen")
 				}
@@ -279,14 +280,14 @@ func TestOneShotChangedInput(t *testing.T) {
 
 // checkNodeBranch: node's branch holds a declaration for node, signed by
 // the reconciler's key.
-func checkNodeBranch(t *testing.T, m *mesh, node string) {
+func checkNodeBranch(t *testing.T, m *meshtest.Mesh, node string) {
 	t.Helper()
 	kp, err := testKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
-	sig := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
+	body := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
+	sig := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
 	if err := sign.Verify(kp.Public, []byte(body), []byte(sig)); err != nil {
 		t.Errorf("node/%s: %v", node, err)
 	}
@@ -333,7 +334,7 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	}
 	generation := func(node string) uint64 {
 		var d declaration.Declaration
-		if err := json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
+		if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
 			t.Fatal(err)
 		}
 		return d.Generation

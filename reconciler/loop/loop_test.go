@@ -25,27 +25,17 @@ var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
 	return sign.GenerateKeyPair([]byte("pw"))
 })
 
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	return meshtest.Git(t, dir, args...)
-}
-
-// mesh is a bare repository holding examples/lab on main, with each node's
-// recipient replaced by a fresh age identity the test holds, and a work tree
-// an operator pushes from.
-type mesh = meshtest.Mesh
-
-func newMesh(t *testing.T) *mesh {
+func newMesh(t *testing.T) *meshtest.Mesh {
 	t.Helper()
 	return meshtest.New(t, "../../examples/lab")
 }
 
 // refs lists the node branches of m's bare repository.
-func refs(t *testing.T, m *mesh) string {
-	return gitRun(t, m.Bare, "for-each-ref", "refs/heads/node")
+func refs(t *testing.T, m *meshtest.Mesh) string {
+	return meshtest.Git(t, m.Bare, "for-each-ref", "refs/heads/node")
 }
 
-func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
+func newReconciler(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, []byte) {
 	t.Helper()
 	r, pub, _ := newReconcilerVault(t, m, log)
 	return r, pub
@@ -53,7 +43,7 @@ func newReconciler(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte) {
 
 // newReconcilerVault is newReconciler that also returns the real vaultd it
 // reconciles with.
-func newReconcilerVault(t *testing.T, m *mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
+func newReconcilerVault(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
 	t.Helper()
 	kp, err := testKey()
 	if err != nil {
@@ -92,8 +82,8 @@ func TestReconcileLab(t *testing.T) {
 	// opens with its node's own identity.
 	var values []string
 	for node, id := range m.IDs {
-		body := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
-		sig := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
+		body := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
+		sig := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
 		if err := sign.Verify(pub, []byte(body), []byte(sig)); err != nil {
 			t.Errorf("node %s: %v", node, err)
 		}
@@ -108,7 +98,7 @@ func TestReconcileLab(t *testing.T) {
 			if res.File == nil || res.File.Secret == nil {
 				continue
 			}
-			ct := gitRun(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
+			ct := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":"+res.File.Secret.Sealed)
 			plain := vaulttest.Open(t, id, []byte(ct))
 			if len(plain) == 0 {
 				t.Errorf("node %s: %s opened empty", node, res.File.Secret.Sealed)
@@ -118,7 +108,7 @@ func TestReconcileLab(t *testing.T) {
 	}
 	// No value appears in the log or in anything on the branches but the
 	// age ciphertext.
-	everything := log.String() + gitRun(t, m.Bare, "log", "--all", "-p", "--", ":!*.age")
+	everything := log.String() + meshtest.Git(t, m.Bare, "log", "--all", "-p", "--", ":!*.age")
 	if !strings.Contains(everything, `"generation": 1`) || len(values) == 0 {
 		t.Fatal("the search for secret values has nothing to search or nothing to look for")
 	}
@@ -215,7 +205,7 @@ func TestWatchCoalescesPushes(t *testing.T) {
 		t.Errorf("%d extra reconciles after the burst was reconciled", n)
 	}
 	var d declaration.Declaration
-	json.Unmarshal([]byte(gitRun(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
+	json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n3:declaration.json")), &d)
 	if d.Source != last {
 		t.Errorf("node/n3 holds source %s, want the last push %s", d.Source, last)
 	}
@@ -242,16 +232,16 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 	if st.Seats["mesh-vault"] != "vault@n1" || len(st.Ports) == 0 {
 		t.Fatalf("recorded state %s", b)
 	}
-	before := gitRun(t, m.Bare, "for-each-ref")
+	before := meshtest.Git(t, m.Bare, "for-each-ref")
 
-	gitRun(t, m.Work, "mv", "assignments/n1/vault.yaml", "assignments/n3/vault.yaml")
+	meshtest.Git(t, m.Work, "mv", "assignments/n1/vault.yaml", "assignments/n3/vault.yaml")
 	m.Push(t, "move the vault")
 	out, err := r.Once(ctx)
 	if err == nil || !out.Refused || !strings.Contains(err.Error(), "mesh-vault") {
 		t.Fatalf("moving the vault: outcome %+v, err %v", out, err)
 	}
 	// Every ref but main (the push) is as it was: node branches and state.
-	after := gitRun(t, m.Bare, "for-each-ref")
+	after := meshtest.Git(t, m.Bare, "for-each-ref")
 	if strings.Count(after, "\n") != strings.Count(before, "\n") {
 		t.Fatalf("refs were added or removed:\n%s\n%s", before, after)
 	}

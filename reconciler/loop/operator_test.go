@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/vaultd/client"
@@ -65,20 +66,20 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	}
 	// Every node's branch is written, n2's without the resource reading
 	// the undelivered secret.
-	written := gitRun(t, m.Bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/node")
+	written := meshtest.Git(t, m.Bare, "for-each-ref", "--format=%(refname:short)", "refs/heads/node")
 	for _, n := range []string{"n1", "n2", "n3"} {
 		if !strings.Contains(written, "node/"+n+"\n") {
 			t.Fatalf("branches after the reconcile:\n%s\nwant node/%s written", written, n)
 		}
 	}
-	decl := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:"+branch.DeclarationFile)
+	decl := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:"+branch.DeclarationFile)
 	if strings.Contains(decl, "api-key") || strings.Contains(decl, name) {
 		t.Fatalf("n2's declaration renders the undelivered secret:\n%s", decl)
 	}
 	if !strings.Contains(decl, "gitea") {
 		t.Fatalf("n2's declaration lost gitea's other resources:\n%s", decl)
 	}
-	if got := gitRun(t, m.Bare, "ls-tree", "-r", "--name-only", "node/n2"); strings.Contains(got, reconciler.SealedPath(name)) {
+	if got := meshtest.Git(t, m.Bare, "ls-tree", "-r", "--name-only", "node/n2"); strings.Contains(got, reconciler.SealedPath(name)) {
 		t.Fatalf("n2's branch holds %s before delivery:\n%s", reconciler.SealedPath(name), got)
 	}
 
@@ -114,11 +115,11 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	if !slices.Contains(out.Written, "n2") {
 		t.Fatalf("written %v after delivery, want n2", out.Written)
 	}
-	decl = gitRun(t, m.Bare, "cat-file", "blob", "node/n2:"+branch.DeclarationFile)
+	decl = meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:"+branch.DeclarationFile)
 	if !strings.Contains(decl, name) {
 		t.Fatalf("n2's declaration does not hold the delivered secret:\n%s", decl)
 	}
-	sealed := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath(name))
+	sealed := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath(name))
 	if got := string(vaulttest.Open(t, m.IDs["n2"], []byte(sealed))); got != value {
 		t.Fatalf("n2 opens the API key to %q, want the operator's value", got)
 	}

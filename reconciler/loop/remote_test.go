@@ -46,11 +46,11 @@ func TestReconcileRemote(t *testing.T) {
 	if !slices.Equal(out.Written, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("wrote %v", out.Written)
 	}
-	before := gitRun(t, m.Bare, "for-each-ref")
+	before := meshtest.Git(t, m.Bare, "for-each-ref")
 	if out, err = r.Once(ctx); err != nil || len(out.Written) != 0 {
 		t.Fatalf("unchanged: wrote %v, %v", out.Written, err)
 	}
-	if gitRun(t, m.Bare, "for-each-ref") != before {
+	if meshtest.Git(t, m.Bare, "for-each-ref") != before {
 		t.Fatal("an unchanged reconcile moved refs on the server")
 	}
 	// The CA's answer, pushed to the server by hostd, reaches the proxy.
@@ -103,8 +103,8 @@ func TestWatchPollsRemote(t *testing.T) {
 	if n := len(outcomes); n != 0 {
 		t.Fatalf("%d reconciles without a push", n)
 	}
-	gitRun(t, m.Work, "mv", "assignments/n2/proxy.yaml", "proxy.yaml.off")
-	gitRun(t, m.Work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
+	meshtest.Git(t, m.Work, "mv", "assignments/n2/proxy.yaml", "proxy.yaml.off")
+	meshtest.Git(t, m.Work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
 	src := m.Push(t, "n2 runs nothing")
 	o := <-outcomes
 	cancel()
@@ -147,13 +147,13 @@ func TestOneShotRemote(t *testing.T) {
 	if out := once(); !out.InputsUnchanged {
 		t.Fatalf("unchanged inputs on the server were reconciled again: %+v", out)
 	}
-	good := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json")
-	c := strings.TrimSpace(gitRun(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
-	gitRun(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
+	good := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json")
+	c := strings.TrimSpace(meshtest.Git(t, m.Bare, "commit-tree", "node/n1^{tree}", "-p", "node/n2", "-m", "tampered"))
+	meshtest.Git(t, m.Bare, "update-ref", "refs/heads/node/n2", c)
 	if out := once(); out.InputsUnchanged || !slices.Equal(out.Written, []string{"n2"}) {
 		t.Fatalf("a node branch changed on the server: %+v", out)
 	}
-	if got := gitRun(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json"); !strings.Contains(got, `"node": "n2"`) || got == good {
+	if got := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:declaration.json"); !strings.Contains(got, `"node": "n2"`) || got == good {
 		t.Errorf("node/n2 was not repaired on the server (a new generation of n2's declaration):\n%.200s", got)
 	}
 	if out := once(); !out.InputsUnchanged {
