@@ -7,18 +7,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/loop"
-	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
-
-var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
-	return sign.GenerateKeyPair([]byte("pw"))
-})
 
 func newMesh(t *testing.T) *meshtest.Mesh {
 	t.Helper()
@@ -27,20 +21,13 @@ func newMesh(t *testing.T) *meshtest.Mesh {
 
 func newReconciler(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, log io.Writer) (*loop.Reconciler, []byte) {
 	t.Helper()
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, pub := meshtest.Signer(t)
 	r, err := loop.New(loop.Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return r, kp.Public
+	return r, pub
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -31,14 +31,7 @@ func TestSealCache(t *testing.T) {
 	m := newMesh(t)
 	v := vaulttest.Start(t)
 	cv := &countingVault{Client: v.Client}
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, _ := meshtest.Signer(t)
 	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -52,14 +52,7 @@ func runOnce(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, signer branch.S
 
 func testSigner(t *testing.T) *sign.Signer {
 	t.Helper()
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := meshtest.Signer(t)
 	return s
 }
 
@@ -282,13 +275,10 @@ func TestOneShotChangedInput(t *testing.T) {
 // the reconciler's key.
 func checkNodeBranch(t *testing.T, m *meshtest.Mesh, node string) {
 	t.Helper()
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, pub := meshtest.Signer(t)
 	body := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
 	sig := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
-	if err := sign.Verify(kp.Public, []byte(body), []byte(sig)); err != nil {
+	if err := sign.Verify(pub, []byte(body), []byte(sig)); err != nil {
 		t.Errorf("node/%s: %v", node, err)
 	}
 	d, err := declaration.Parse([]byte(body))

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,10 +19,6 @@ import (
 	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
-
-var testKey = sync.OnceValues(func() (*sign.KeyPair, error) {
-	return sign.GenerateKeyPair([]byte("pw"))
-})
 
 func newMesh(t *testing.T) *meshtest.Mesh {
 	t.Helper()
@@ -45,21 +40,14 @@ func newReconciler(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, 
 // reconciles with.
 func newReconcilerVault(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
 	t.Helper()
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, pub := meshtest.Signer(t)
 	v := vaulttest.Start(t)
 	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return r, kp.Public, v
+	return r, pub, v
 }
 
 func TestReconcileLab(t *testing.T) {
@@ -256,14 +244,7 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 // watching reconciler renders it at its next look.
 func TestWatchSeesARotation(t *testing.T) {
 	m := newMesh(t)
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, _ := meshtest.Signer(t)
 	v := vaulttest.Start(t)
 	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

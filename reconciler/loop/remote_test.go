@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/internal/meshtest"
-	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -22,14 +21,7 @@ func TestReconcileRemote(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
 	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, _ := meshtest.Signer(t)
 	if !IsRemote(url) || IsRemote(m.Bare) || IsRemote("./mesh.git") {
 		t.Fatal("IsRemote misjudges a URL or a path")
 	}
@@ -69,14 +61,7 @@ func TestReconcileRemote(t *testing.T) {
 func TestWatchPollsRemote(t *testing.T) {
 	m := newMesh(t)
 	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
-	kp, err := testKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := sign.LoadSigner(kp.Private, []byte("pw"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer, _ := meshtest.Signer(t)
 	r, err := New(Options{Repo: url, CacheDir: filepath.Join(t.TempDir(), "cache"), Vault: vaulttest.Start(t).Client,
 		Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
