@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/loop"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -21,7 +22,7 @@ func newMesh(t *testing.T) *meshtest.Mesh {
 
 func newReconciler(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, log io.Writer) (*loop.Reconciler, []byte) {
 	t.Helper()
-	signer, pub := meshtest.Signer(t)
+	signer, pub := signtest.Signer(t)
 	r, err := loop.New(loop.Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/internal/benchcpu"
-	"github.com/meshgen/meshgen/internal/meshtest"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/reconciler/synth"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -55,7 +55,7 @@ func benchReconciler(b *testing.B, v *vaulttest.Vault) *Reconciler {
 	if out, err := exec.Command("git", "init", "-q", "--bare", bare).CombinedOutput(); err != nil {
 		b.Fatalf("git init: %v\n%s", err, out)
 	}
-	signer, _ := meshtest.Signer(b)
+	signer, _ := signtest.Signer(b)
 	r, err := New(Options{Repo: bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
@@ -154,7 +154,7 @@ func BenchmarkOneShot(b *testing.B) {
 	m := benchMesh(b, 1000)
 	bare := benchRepo(b, m)
 	v := vaulttest.Start(b)
-	signer, _ := meshtest.Signer(b)
+	signer, _ := signtest.Signer(b)
 	once := func(build string) *Outcome {
 		r, err := New(Options{Repo: bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {

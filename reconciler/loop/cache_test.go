@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/meshgen/meshgen/internal/meshtest"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -31,7 +31,7 @@ func TestSealCache(t *testing.T) {
 	m := newMesh(t)
 	v := vaulttest.Start(t)
 	cv := &countingVault{Client: v.Client}
-	signer, _ := meshtest.Signer(t)
+	signer, _ := signtest.Signer(t)
 	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

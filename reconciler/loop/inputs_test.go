@@ -19,6 +19,7 @@ import (
 	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -52,7 +53,7 @@ func runOnce(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, signer branch.S
 
 func testSigner(t *testing.T) *sign.Signer {
 	t.Helper()
-	s, _ := meshtest.Signer(t)
+	s, _ := signtest.Signer(t)
 	return s
 }
 
@@ -275,7 +276,7 @@ func TestOneShotChangedInput(t *testing.T) {
 // the reconciler's key.
 func checkNodeBranch(t *testing.T, m *meshtest.Mesh, node string) {
 	t.Helper()
-	_, pub := meshtest.Signer(t)
+	_, pub := signtest.Signer(t)
 	body := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")
 	sig := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json.sig")
 	if err := sign.Verify(pub, []byte(body), []byte(sig)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -40,7 +41,7 @@ func newReconciler(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, 
 // reconciles with.
 func newReconcilerVault(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
 	t.Helper()
-	signer, pub := meshtest.Signer(t)
+	signer, pub := signtest.Signer(t)
 	v := vaulttest.Start(t)
 	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
@@ -244,7 +245,7 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 // watching reconciler renders it at its next look.
 func TestWatchSeesARotation(t *testing.T) {
 	m := newMesh(t)
-	signer, _ := meshtest.Signer(t)
+	signer, _ := signtest.Signer(t)
 	v := vaulttest.Start(t)
 	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

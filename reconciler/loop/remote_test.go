@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/meshgen/meshgen/internal/meshtest"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -21,7 +22,7 @@ func TestReconcileRemote(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
 	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
-	signer, _ := meshtest.Signer(t)
+	signer, _ := signtest.Signer(t)
 	if !IsRemote(url) || IsRemote(m.Bare) || IsRemote("./mesh.git") {
 		t.Fatal("IsRemote misjudges a URL or a path")
 	}
@@ -61,7 +62,7 @@ func TestReconcileRemote(t *testing.T) {
 func TestWatchPollsRemote(t *testing.T) {
 	m := newMesh(t)
 	url := meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
-	signer, _ := meshtest.Signer(t)
+	signer, _ := signtest.Signer(t)
 	r, err := New(Options{Repo: url, CacheDir: filepath.Join(t.TempDir(), "cache"), Vault: vaulttest.Start(t).Client,
 		Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

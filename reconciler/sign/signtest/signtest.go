@@ -1,4 +1,6 @@
-package meshtest
+// Package signtest gives tests the reconciler's signer: one cosign-format key
+// per test binary, made once because making it is scrypt-bound.
+package signtest
 
 import (
 	"sync"
