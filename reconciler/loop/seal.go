@@ -115,51 +115,7 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	mu.Lock()
 	defer mu.Unlock()
 	out.asked[need.Name] = askedSeal{req: req, resp: resp}
-	reader := map[string]bool{}
-	for _, rc := range need.Recipients {
-		if rc.Role == reconciler.Reader {
-			reader[rc.Node] = true
-		}
-	}
-	for _, node := range need.Nodes() {
-		s, ok := pick(resp, recipientOf[node], reader[node])
-		if !ok {
-			return fmt.Errorf("seal secret %q: vaultd returned nothing for node %q", need.Name, node)
-		}
-		key := reconciler.SealedKey(need.Name, node)
-		out.index[key] = reconciler.SealedSecret{Version: s.Version, SHA256: s.SHA256, Path: reconciler.SealedPath(need.Name)}
-		out.ciphertext[key] = s.Ciphertext
-	}
-	return nil
-}
-
-// pick chooses the one ciphertext a node's secret file holds (the renderer
-// declares one file per secret and node). A reader gets the value vaultd
-// says readers use now: during a rotation, the old one until every applier
-// confirmed. An applier gets the newest live value: during a rotation, the
-// new one, which its step ensures before readers move (ADR 0114). A node
-// that is both reads the readers' value, so its reader never breaks; its
-// step then ensures the new value only once readers moved.
-//
-// Not yet: a one-party applier that must authenticate with the current
-// value while it sets the new one, and a two-party derived form, need a
-// second file the renderer does not declare.
-func pick(resp *client.SealResponse, recipient string, isReader bool) (client.Sealed, bool) {
-	if isReader {
-		for _, s := range resp.For(recipient, client.RoleReader) {
-			if s.Item == client.ItemValue && s.Current {
-				return s, true
-			}
-		}
-	}
-	var best client.Sealed
-	found := false
-	for _, s := range resp.For(recipient, client.RoleApplier) {
-		if s.Item == client.ItemValue && (!found || s.Version > best.Version) {
-			best, found = s, true
-		}
-	}
-	return best, found
+	return out.hold(need, resp, recipientOf)
 }
 
 // sealCache remembers what vaultd sealed, so a reconcile where nothing
