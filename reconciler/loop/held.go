@@ -3,7 +3,9 @@ package loop
 import (
 	"fmt"
 
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler"
+	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
 
@@ -56,4 +58,25 @@ func pick(resp *client.SealResponse, recipient string, isReader bool) (client.Se
 		}
 	}
 	return best, found
+}
+
+// nodes pairs each rendered declaration with the ciphertext of every secret
+// file it declares: what the branch writer commits to node/<name>.
+func (s *sealed) nodes(decls map[string]*declaration.Declaration) (map[string]*branch.Node, error) {
+	nodes := make(map[string]*branch.Node, len(decls))
+	for name, d := range decls {
+		n := &branch.Node{Declaration: d, Secrets: map[string][]byte{}}
+		for _, rs := range d.Resources {
+			if rs.File == nil || rs.File.Secret == nil {
+				continue
+			}
+			ct, ok := s.ciphertext[reconciler.SealedKey(rs.File.Secret.Name, name)]
+			if !ok {
+				return nil, fmt.Errorf("node %s: secret %s was rendered but not sealed to it", name, rs.File.Secret.Name)
+			}
+			n.Secrets[rs.File.Secret.Sealed] = ct
+		}
+		nodes[name] = n
+	}
+	return nodes, nil
 }

@@ -267,20 +267,9 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
-	nodes := make(map[string]*branch.Node, len(decls))
-	for name, d := range decls {
-		n := &branch.Node{Declaration: d, Secrets: map[string][]byte{}}
-		for _, rs := range d.Resources {
-			if rs.File == nil || rs.File.Secret == nil {
-				continue
-			}
-			ct, ok := sealed.ciphertext[reconciler.SealedKey(rs.File.Secret.Name, name)]
-			if !ok {
-				return fmt.Errorf("node %s: secret %s was rendered but not sealed to it", name, rs.File.Secret.Name)
-			}
-			n.Secrets[rs.File.Secret.Sealed] = ct
-		}
-		nodes[name] = n
+	nodes, err := sealed.nodes(decls)
+	if err != nil {
+		return err
 	}
 
 	// Act: write the branches that changed, then record the state they
