@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,54 +15,98 @@ import (
 	"github.com/meshgen/meshgen/hostd/declaration"
 )
 
-// SealedSecret is where vaultd put one secret's ciphertext for one node.
+// SealedSecret is where vaultd put one sealed form of one secret version
+// for one node.
 type SealedSecret struct {
 	// Version is the secret's version in the vault.
 	Version uint64
 	// SHA256 is the hex sha256 of the ciphertext.
 	SHA256 string
-	// Path is the ciphertext's path on the node's branch, "secrets/<id>.age"
-	// (see [SealedPath]).
+	// Path is the ciphertext's path on the node's branch (see [SealedPath]
+	// and [DerivedPath]).
 	Path string
 }
 
-// SealedSecrets answers, for a secret and a node, where its ciphertext is.
-// The reconcile loop fills it from what vaultd sealed; `plan`, which has no
-// vault, uses [Unsealed]. [Render] calls Sealed from several goroutines at
-// once.
+// Credential is one value of a secret a node holds.
+type Credential struct {
+	SealedSecret
+	// Slot is the two-party credential slot ("a" or "b") the value belongs
+	// to, or "" for a one-party secret. It names the login the value is
+	// the password of (see [SlotLogin]).
+	Slot string
+	// Derived is the value's derived form (a hash the provider stores
+	// instead of the value, asked for by the secret's format), sealed to
+	// an applier beside the value; nil when there is none.
+	Derived *SealedSecret
+}
+
+// Held is what one node holds of one secret in one role now (design 27,
+// "Rotation"; ADR 0114).
+type Held struct {
+	// Current is the value in use: the one a reader reads, and the one an
+	// applier's backend accepts now.
+	Current Credential
+	// Next is, for an applier during a rotation, the new value it ensures
+	// beside Current before readers are given it; nil otherwise.
+	Next *Credential
+	// Retire is, for an applier of a two-party secret, the slot whose
+	// credential it disables now (the old one once every reader moved, or
+	// an abandoned new one), "" when there is none. Retiring a credential
+	// never removes what it reached.
+	Retire string
+}
+
+// SealedSecrets answers, for a secret, a node and the role the node takes
+// it in, what the node holds. The reconcile loop fills it from what vaultd
+// sealed; `plan`, which has no vault, uses [Unsealed]. [Render] calls Sealed
+// from several goroutines at once.
 type SealedSecrets interface {
-	Sealed(name, node string) (SealedSecret, bool)
+	Sealed(name, node string, role Role) (Held, bool)
 }
 
 // SealedMap is a SealedSecrets held in memory, keyed by [SealedKey].
-type SealedMap map[string]SealedSecret
+type SealedMap map[string]Held
 
-// SealedKey is the key of a secret sealed to a node in a [SealedMap].
-func SealedKey(name, node string) string { return name + "\x00" + node }
+// SealedKey is the key of what node holds of a secret in role, in a
+// [SealedMap].
+func SealedKey(name, node string, role Role) string {
+	return name + "\x00" + node + "\x00" + string(role)
+}
 
 // Sealed implements [SealedSecrets].
-func (m SealedMap) Sealed(name, node string) (SealedSecret, bool) {
-	s, ok := m[SealedKey(name, node)]
+func (m SealedMap) Sealed(name, node string, role Role) (Held, bool) {
+	s, ok := m[SealedKey(name, node, role)]
 	return s, ok
 }
 
 // Unsealed stands in for the vault where there is none (`meshgen plan`):
-// every secret is at version 0, at its [SealedPath], with a stand-in hash
-// derived from its name and node. It renders deterministically and says
-// nothing about any value.
+// every secret is at version 0, in slot "" with no rotation, at its
+// [SealedPath], with a stand-in hash derived from its name and node. It
+// renders deterministically and says nothing about any value.
 type Unsealed struct{}
 
 // Sealed implements [SealedSecrets].
-func (Unsealed) Sealed(name, node string) (SealedSecret, bool) {
+func (Unsealed) Sealed(name, node string, _ Role) (Held, bool) {
 	sum := sha256.Sum256([]byte("meshgen unsealed stand-in\x00" + name + "\x00" + node))
-	return SealedSecret{Version: 0, SHA256: hex.EncodeToString(sum[:]), Path: SealedPath(name)}, true
+	return Held{Current: Credential{SealedSecret: SealedSecret{Version: 0, SHA256: hex.EncodeToString(sum[:]), Path: SealedPath(name, 0)}}}, true
 }
 
-// SealedPath is the path of secret name's ciphertext on a node's branch:
-// "secrets/<id>.age", where id is the name written in the characters a path
-// on the branch allows, followed by a hash of the name so two names never
-// share a file.
-func SealedPath(name string) string {
+// SealedPath is the path of the ciphertext of version of secret name on a
+// node's branch: "secrets/<id>.<version>.age", where id is the name written
+// in the characters a path on the branch allows, followed by a hash of the
+// name so two names never share a file. A node holding two versions at
+// once (an applier during a rotation) holds two files.
+func SealedPath(name string, version uint64) string {
+	return "secrets/" + sealedID(name) + "." + strconv.FormatUint(version, 10) + ".age"
+}
+
+// DerivedPath is the path of the ciphertext of the derived form of version
+// of secret name: "secrets/<id>.<version>.derived.age".
+func DerivedPath(name string, version uint64) string {
+	return "secrets/" + sealedID(name) + "." + strconv.FormatUint(version, 10) + ".derived.age"
+}
+
+func sealedID(name string) string {
 	b := make([]byte, 0, len(name)+16)
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -72,8 +117,50 @@ func SealedPath(name string) string {
 		}
 	}
 	sum := sha256.Sum256([]byte(name))
-	return "secrets/" + string(b) + "-" + hex.EncodeToString(sum[:])[:hashLen] + ".age"
+	return string(b) + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }
+
+// Delivered is what a rendered declaration delivers of each secret, by
+// name: the versions the node's assignments read, and every version it
+// holds in any role. The reconcile loop reads it from the declaration a
+// node applied to confirm rotation steps.
+type Delivered struct {
+	reads, holds map[string][]uint64
+}
+
+// DeliveredBy returns what d delivers. A file the mesh adds beside an
+// assignment's own resources (its ID's resource part begins "mesh.": a
+// provider's per-consumer files, a staged next value) is held by an
+// applier; any other secret file is what an assignment reads, or applies
+// in place.
+func DeliveredBy(d *declaration.Declaration) *Delivered {
+	h := &Delivered{reads: map[string][]uint64{}, holds: map[string][]uint64{}}
+	for _, res := range d.Resources {
+		if res.File == nil || res.File.Secret == nil {
+			continue
+		}
+		s := res.File.Secret
+		h.holds[s.Name] = append(h.holds[s.Name], s.Version)
+		if _, name, _ := strings.Cut(res.ID, "/"); !strings.HasPrefix(name, meshPrefix) {
+			h.reads[s.Name] = append(h.reads[s.Name], s.Version)
+		}
+	}
+	return h
+}
+
+// Reads reports whether an assignment reads version of secret.
+func (h *Delivered) Reads(secret string, version uint64) bool {
+	return slices.Contains(h.reads[secret], version)
+}
+
+// Holds reports whether the node holds version of secret in any role.
+func (h *Delivered) Holds(secret string, version uint64) bool {
+	return slices.Contains(h.holds[secret], version)
+}
+
+// meshPrefix begins the name of every resource the mesh adds to an
+// assignment's own; a definition's names cannot hold a '.'.
+const meshPrefix = "mesh."
 
 // ContainerName is the name of an assignment's container on its node:
 // "mesh-<module>.<resource>". Module and resource names hold no '.', so two
@@ -204,6 +291,11 @@ type renderer struct {
 	// consumerFiles are the per-consumer files' IDs, for the provider's steps.
 	consumerFiles []string
 	consumersDir  string
+	// staged is the file holding the next value of an applied secret the
+	// file just rendered holds, during a rotation; next maps that file's
+	// ID to the staged file's, so a step restarted by one is by both.
+	staged *declaration.Resource
+	next   map[string]string
 }
 
 // secretFile is a secret file resource and where it is on the host.
@@ -236,7 +328,10 @@ func renderAssignment(a *Resolved, sealed SealedSecrets) ([]declaration.Resource
 
 func (r *renderer) id(name string) string { return r.a.Module + "/" + name }
 
-// consumers writes the per-consumer files a provider applies.
+// consumers writes the per-consumer files a provider applies: for each
+// consumer its JSON file, and a file for each value of its secret the
+// provider holds now, with the value's derived form beside it when the
+// secret has one.
 func (r *renderer) consumers() error {
 	var serves []Served
 	for _, s := range r.a.Serves {
@@ -249,69 +344,165 @@ func (r *renderer) consumers() error {
 	}
 	r.consumersDir = path.Join(r.a.Root, r.a.Module, ".mesh", "consumers")
 	r.out = append(r.out, declaration.Resource{
-		ID: r.id("mesh.consumers"), Kind: declaration.KindDirectory, Module: r.a.Module,
+		ID: r.id(meshPrefix + "consumers"), Kind: declaration.KindDirectory, Module: r.a.Module,
 		Directory: &declaration.Directory{Path: r.consumersDir, Mode: "0700"},
 	})
 	for _, s := range serves {
+		held, ok := r.sealed.Sealed(s.Secret, r.a.Node, Applier)
+		if !ok {
+			return notSealed(s.Secret, r.a.Node)
+		}
 		base := s.Identity.Login + "." + s.Requirement
 		info := consumerInfo{Consumer: s.Consumer, Requirement: s.Requirement, Contract: s.Contract,
-			Name: s.Identity.Name, Login: s.Identity.Login, SecretFile: base + "." + s.SecretField}
-		content, err := info.json()
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w", s.Consumer, err)
+			Name: s.Identity.Name, Login: s.Identity.Login}
+		var files []declaration.Resource
+		for _, c := range providerHolds(held, s.TwoParty) {
+			login := SlotLogin(s.Identity.Login, c.Slot)
+			cred := credentialInfo{Login: login, SecretFile: login + "." + s.Requirement + "." + s.SecretField}
+			files = append(files, r.consumerSecret(s.Secret, cred.SecretFile, c.SealedSecret))
+			if c.Derived != nil && s.Format != "" {
+				cred.DerivedFile = cred.SecretFile + "." + s.Format
+				files = append(files, r.consumerSecret(s.Secret, cred.DerivedFile, *c.Derived))
+			}
+			info.Credentials = append(info.Credentials, cred)
 		}
-		id := r.id("mesh.consumer." + base + ".json")
+		if held.Retire != "" && s.TwoParty {
+			info.Retire = append(info.Retire, SlotLogin(s.Identity.Login, held.Retire))
+		}
+		id := r.id(meshPrefix + "consumer." + base + ".json")
 		r.out = append(r.out, declaration.Resource{
 			ID: id, Kind: declaration.KindFile, Module: r.a.Module,
-			File: &declaration.File{Path: path.Join(r.consumersDir, base+".json"), Mode: "0600", Content: content},
+			File: &declaration.File{Path: path.Join(r.consumersDir, base+".json"), Mode: "0600", Content: info.json()},
 		})
 		r.consumerFiles = append(r.consumerFiles, id)
-		ref, err := r.secretRef(s.Secret, "")
-		if err != nil {
-			return err
+		for _, f := range files {
+			r.out = append(r.out, f)
+			r.consumerFiles = append(r.consumerFiles, f.ID)
 		}
-		id = r.id("mesh.consumer." + info.SecretFile)
-		r.out = append(r.out, declaration.Resource{
-			ID: id, Kind: declaration.KindFile, Module: r.a.Module,
-			File: &declaration.File{Path: path.Join(r.consumersDir, info.SecretFile), Mode: "0600", Secret: ref},
-		})
-		r.consumerFiles = append(r.consumerFiles, id)
 	}
 	return nil
 }
 
-// consumerInfo is the non-secret part of what a provider is told about one
-// consumer: who it is, and which file holds its secret.
-type consumerInfo struct {
-	Consumer    string `json:"consumer"`
-	Requirement string `json:"requirement"`
-	Contract    string `json:"contract"`
-	Name        string `json:"name"`
-	Login       string `json:"login"`
-	SecretFile  string `json:"secretFile"`
+// providerHolds returns the values of a per-consumer secret the provider
+// ensures now. Over two credentials (two-party), every live one: the one in
+// use and, during a rotation, the new one in the other slot, each the
+// password of its own login. In place (one-party), the newest: the provider
+// sets the consumer's one login to it, and readers follow once it confirmed.
+func providerHolds(h Held, twoParty bool) []Credential {
+	switch {
+	case h.Next == nil:
+		return []Credential{h.Current}
+	case twoParty:
+		return []Credential{h.Current, *h.Next}
+	default:
+		return []Credential{*h.Next}
+	}
 }
 
-// json writes the consumer's file: indented JSON, ending in a newline. Its
-// strings are names (of assignments, requirements, contracts, identities),
-// written directly; anything else goes through encoding/json.
-func (c consumerInfo) json() (string, error) {
-	fields := [][2]string{{"consumer", c.Consumer}, {"requirement", c.Requirement}, {"contract", c.Contract},
-		{"name", c.Name}, {"login", c.Login}, {"secretFile", c.SecretFile}}
+// consumerSecret is the file resource holding one sealed form of a
+// consumer's secret in the provider's consumers directory.
+func (r *renderer) consumerSecret(name, file string, s SealedSecret) declaration.Resource {
+	return declaration.Resource{
+		ID: r.id(meshPrefix + "consumer." + file), Kind: declaration.KindFile, Module: r.a.Module,
+		File: &declaration.File{Path: path.Join(r.consumersDir, file), Mode: "0600", Secret: secretRef(name, s, "")},
+	}
+}
+
+// consumerInfo is the non-secret part of what a provider is told about one
+// consumer: who it is, every credential it ensures for the consumer now,
+// and the credentials it disables.
+//
+// Login names the consumer's resource (a database, a topic tree); it never
+// changes. Each credential is a login with the consumer's rights over that
+// resource and the file holding its password: one, and during a two-party
+// rotation two (design 27, "Rotation"). Retire lists the logins whose
+// credential the provider disables now; retiring never removes the
+// resource.
+type consumerInfo struct {
+	Consumer    string
+	Requirement string
+	Contract    string
+	Name        string
+	Login       string
+	Credentials []credentialInfo
+	Retire      []string
+}
+
+// credentialInfo is one credential a provider ensures for a consumer.
+type credentialInfo struct {
+	Login      string
+	SecretFile string
+	// DerivedFile holds the password's derived form, when the secret has
+	// one.
+	DerivedFile string
+}
+
+// json writes the consumer's file: indented JSON with one credential and
+// one retired login a line, so a provisioner's shell reads it line by line:
+//
+//	{
+//	  "consumer": "gitea@n2",
+//	  ...
+//	  "login": "gitea__n2",
+//	  "credentials": [
+//	    {"login": "gitea__n2", "secretFile": "gitea__n2.db.password"}
+//	  ],
+//	  "retire": [
+//	    {"login": "gitea__n2__b"}
+//	  ]
+//	}
+//
+// Its strings are names (of assignments, requirements, contracts,
+// identities, files), which resolution makes of plain characters; any other
+// character is escaped by encoding/json.
+func (c consumerInfo) json() string {
 	var b strings.Builder
 	b.WriteString("{\n")
-	for i, f := range fields {
-		if !plainJSON(f[1]) {
-			data, err := json.MarshalIndent(c, "", "  ")
-			return string(data) + "\n", err
-		}
-		b.WriteString(`  "` + f[0] + `": "` + f[1] + `"`)
-		if i < len(fields)-1 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
+	for _, f := range [][2]string{{"consumer", c.Consumer}, {"requirement", c.Requirement}, {"contract", c.Contract},
+		{"name", c.Name}, {"login", c.Login}} {
+		b.WriteString("  " + jsonString(f[0]) + ": " + jsonString(f[1]) + ",\n")
 	}
-	b.WriteString("}\n")
-	return b.String(), nil
+	b.WriteString(`  "credentials": [`)
+	for i, cr := range c.Credentials {
+		b.WriteString(sep(i) + `    {"login": ` + jsonString(cr.Login) + `, "secretFile": ` + jsonString(cr.SecretFile))
+		if cr.DerivedFile != "" {
+			b.WriteString(`, "derivedFile": ` + jsonString(cr.DerivedFile))
+		}
+		b.WriteString("}")
+	}
+	b.WriteString(closer(len(c.Credentials)) + ",\n")
+	b.WriteString(`  "retire": [`)
+	for i, login := range c.Retire {
+		b.WriteString(sep(i) + `    {"login": ` + jsonString(login) + "}")
+	}
+	b.WriteString(closer(len(c.Retire)) + "\n}\n")
+	return b.String()
+}
+
+// sep is what comes before the i-th element of an array written one
+// element a line.
+func sep(i int) string {
+	if i == 0 {
+		return "\n"
+	}
+	return ",\n"
+}
+
+// closer ends an array of n elements written one element a line.
+func closer(n int) string {
+	if n == 0 {
+		return "]"
+	}
+	return "\n  ]"
+}
+
+// jsonString writes s as a JSON string.
+func jsonString(s string) string {
+	if plainJSON(s) {
+		return `"` + s + `"`
+	}
+	b, _ := json.Marshal(s) // a string always marshals
+	return string(b)
 }
 
 // plainJSON reports whether s is written in JSON as it is, between quotes.
@@ -324,12 +515,13 @@ func plainJSON(s string) bool {
 	return true
 }
 
-func (r *renderer) secretRef(name, envVar string) (*declaration.SecretRef, error) {
-	s, ok := r.sealed.Sealed(name, r.a.Node)
-	if !ok {
-		return nil, fmt.Errorf("secret %q is not sealed to node %q: ask the vault to seal it before rendering", name, r.a.Node)
-	}
-	return &declaration.SecretRef{Name: name, Version: s.Version, Sealed: s.Path, SHA256: s.SHA256, EnvVar: envVar}, nil
+// secretRef refers a file to one sealed form of secret name.
+func secretRef(name string, s SealedSecret, envVar string) *declaration.SecretRef {
+	return &declaration.SecretRef{Name: name, Version: s.Version, Sealed: s.Path, SHA256: s.SHA256, EnvVar: envVar}
+}
+
+func notSealed(name, node string) error {
+	return fmt.Errorf("secret %q is not sealed to node %q: ask the vault to seal it before rendering", name, node)
 }
 
 // text fills a value that must not carry a secret.
@@ -345,8 +537,23 @@ func (r *renderer) text(s string) (string, error) {
 		if v.Secret != "" {
 			return "", errors.New("a secret field reaches a process only as a file")
 		}
+		if v.Credential != "" {
+			return r.login(v)
+		}
 		return v.Text, nil
 	})
+}
+
+// login is a consumer's login for the credential it reads now: during a
+// two-party rotation, once readers moved, the second login.
+func (r *renderer) login(v Value) (string, error) {
+	h, ok := r.sealed.Sealed(v.Credential, r.a.Node, Reader)
+	if !ok {
+		if h, ok = r.sealed.Sealed(v.Credential, r.a.Node, Applier); !ok {
+			return "", notSealed(v.Credential, r.a.Node)
+		}
+	}
+	return SlotLogin(v.Text, h.Current.Slot), nil
 }
 
 func (r *renderer) absPath(s string) (string, error) {
@@ -389,6 +596,13 @@ func (r *renderer) resource(src *schema.Resource) error {
 		out.Kind, out.Container = declaration.KindContainer, c
 	}
 	r.out = append(r.out, out)
+	if r.staged != nil {
+		r.out = append(r.out, *r.staged)
+		if r.next == nil {
+			r.next = map[string]string{}
+		}
+		r.next[out.ID], r.staged = r.staged.ID, nil
+	}
 	return nil
 }
 
@@ -420,12 +634,28 @@ func (r *renderer) file(src *schema.Resource) (*declaration.File, error) {
 	if v.Secret == "" {
 		return nil, fmt.Errorf("secret %s names a field that is not secret", refs[0])
 	}
-	if f.Secret, err = r.secretRef(v.Secret, src.EnvVar); err != nil {
-		return nil, err
+	role := Reader
+	if !r.readsAtStart(refs[0].Requirement) {
+		role = Applier
 	}
+	held, ok := r.sealed.Sealed(v.Secret, r.a.Node, role)
+	if !ok {
+		return nil, notSealed(v.Secret, r.a.Node)
+	}
+	f.Secret = secretRef(v.Secret, held.Current.SealedSecret, src.EnvVar)
 	f.Mode = mode(src.Mode, "0600")
-	if r.readsAtStart(refs[0].Requirement) {
+	if role == Reader {
 		r.secretFiles = append(r.secretFiles, secretFile{path: p, id: r.id(src.Name())})
+	}
+	if held.Next != nil {
+		// One party, in place, staged (design 27, "Rotation"): the new
+		// value is delivered beside the one in use, and the provisioner
+		// changes the backend with the one in use; the new one becomes
+		// the file's value once it confirmed.
+		next := *f
+		next.Path, next.CreateOnce = p+".next", false
+		next.Secret = secretRef(v.Secret, held.Next.SealedSecret, src.EnvVar)
+		r.staged = &declaration.Resource{ID: r.id(meshPrefix + "next." + src.Name()), Kind: declaration.KindFile, Module: r.a.Module, File: &next}
 	}
 	return f, nil
 }
@@ -492,10 +722,11 @@ func (r *renderer) container(src *schema.Resource) (*declaration.Container, erro
 	}
 	seen := map[string]bool{}
 	for _, x := range src.RestartOn {
-		id := r.id(x)
-		if !seen[id] {
-			seen[id] = true
-			c.RestartOn = append(c.RestartOn, id)
+		for _, id := range []string{r.id(x), r.next[r.id(x)]} {
+			if id != "" && !seen[id] {
+				seen[id] = true
+				c.RestartOn = append(c.RestartOn, id)
+			}
 		}
 	}
 	// Derived restarts (design 27, "Rotation"): a secret file read at start

@@ -7,9 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,7 +64,7 @@ func TestNoSecretValueInDeclarations(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			p := SealedPath(s.Name)
+			p := SealedPath(s.Name, 1)
 			file := filepath.Join(branch, node, p)
 			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 				t.Fatal(err)
@@ -70,7 +73,12 @@ func TestNoSecretValueInDeclarations(t *testing.T) {
 				t.Fatal(err)
 			}
 			sum := sha256.Sum256(ct.Bytes())
-			sealed[SealedKey(s.Name, node)] = SealedSecret{Version: 1, SHA256: hex.EncodeToString(sum[:]), Path: p}
+			held := Held{Current: Credential{SealedSecret: SealedSecret{Version: 1, SHA256: hex.EncodeToString(sum[:]), Path: p}}}
+			for _, rc := range s.Recipients {
+				if rc.Node == node {
+					sealed[SealedKey(s.Name, node, rc.Role)] = held
+				}
+			}
 		}
 	}
 	decls, err := Render(res, sealed)
@@ -206,44 +214,87 @@ func TestRenderRefusesAnUnsealedSecret(t *testing.T) {
 	}
 }
 
-// TestSealedPathsAreDistinct: two secret names never share a sealed file,
-// and every path is one hostd accepts.
+// TestSealedPathsAreDistinct: two secret names, two versions, or a value
+// and its derived form never share a sealed file, and every path is one
+// hostd accepts.
 func TestSealedPathsAreDistinct(t *testing.T) {
 	names := []string{"a@b.c", "a_b.c", "a-b.c", "a/b.c", "postgres-database.gitea@n2.db", "postgres-database.gitea_n2.db"}
 	seen := map[string]string{}
 	for _, n := range names {
-		p := SealedPath(n)
-		if other, dup := seen[p]; dup {
-			t.Fatalf("%q and %q share %s", n, other, p)
-		}
-		seen[p] = n
-		d := &declaration.Declaration{Format: declaration.Version, Mesh: "m", Node: "n", Resources: []declaration.Resource{{
-			ID: "m/f", Kind: declaration.KindFile, Module: "m",
-			File: &declaration.File{Path: "/f", Mode: "0600", Secret: &declaration.SecretRef{Name: n, Sealed: p, SHA256: strings.Repeat("0", 64)}},
-		}}}
-		if err := d.Validate(); err != nil {
-			t.Fatalf("hostd refuses %s: %v", p, err)
+		for _, v := range []uint64{0, 1, 2, 12} {
+			for _, p := range []string{SealedPath(n, v), DerivedPath(n, v)} {
+				if other, dup := seen[p]; dup {
+					t.Fatalf("%q version %d and %s share %s", n, v, other, p)
+				}
+				seen[p] = fmt.Sprintf("%q version %d", n, v)
+				d := &declaration.Declaration{Format: declaration.Version, Mesh: "m", Node: "n", Resources: []declaration.Resource{{
+					ID: "m/f", Kind: declaration.KindFile, Module: "m",
+					File: &declaration.File{Path: "/f", Mode: "0600", Secret: &declaration.SecretRef{Name: n, Sealed: p, SHA256: strings.Repeat("0", 64)}},
+				}}}
+				if err := d.Validate(); err != nil {
+					t.Fatalf("hostd refuses %s: %v", p, err)
+				}
+			}
 		}
 	}
 }
 
-// TestConsumerInfoJSON: the consumer file is what encoding/json writes, for
-// plain names and for anything else.
+// TestConsumerInfoJSON: the consumer file is JSON that reads back as what
+// was written, for plain names and for anything else, with one credential
+// and one retired login a line for a provisioner's shell.
 func TestConsumerInfoJSON(t *testing.T) {
-	for _, c := range []consumerInfo{
-		{Consumer: "gitea@n2", Requirement: "db", Contract: "postgres-database", Name: "gitea.n2", Login: "gitea__n2", SecretFile: "gitea__n2.db.password"},
-		{Consumer: "a<b>&\"c\\", Requirement: "é", Contract: "\n", Name: "", Login: "x", SecretFile: "y"},
+	type cred struct {
+		Login       string `json:"login"`
+		SecretFile  string `json:"secretFile"`
+		DerivedFile string `json:"derivedFile,omitempty"`
+	}
+	type retired struct {
+		Login string `json:"login"`
+	}
+	type info struct {
+		Consumer    string    `json:"consumer"`
+		Requirement string    `json:"requirement"`
+		Contract    string    `json:"contract"`
+		Name        string    `json:"name"`
+		Login       string    `json:"login"`
+		Credentials []cred    `json:"credentials"`
+		Retire      []retired `json:"retire"`
+	}
+	for _, tt := range []struct {
+		in    consumerInfo
+		lines []string // lines the file must hold as they are
+	}{
+		{consumerInfo{Consumer: "gitea@n2", Requirement: "db", Contract: "postgres-database", Name: "gitea.n2", Login: "gitea__n2",
+			Credentials: []credentialInfo{{Login: "gitea__n2", SecretFile: "gitea__n2.db.password"}}},
+			[]string{`  "login": "gitea__n2",`, `    {"login": "gitea__n2", "secretFile": "gitea__n2.db.password"}`, `  "retire": []`}},
+		{consumerInfo{Consumer: "m@n", Requirement: "mqtt", Contract: "mqtt-broker", Name: "m.n", Login: "m__n",
+			Credentials: []credentialInfo{{Login: "m__n", SecretFile: "m__n.mqtt.password", DerivedFile: "m__n.mqtt.password.mosquitto-pbkdf2"},
+				{Login: "m__n__b", SecretFile: "m__n__b.mqtt.password"}},
+			Retire: []string{"m__n"}},
+			[]string{`    {"login": "m__n", "secretFile": "m__n.mqtt.password", "derivedFile": "m__n.mqtt.password.mosquitto-pbkdf2"},`,
+				`    {"login": "m__n__b", "secretFile": "m__n__b.mqtt.password"}`, `    {"login": "m__n"}`}},
+		{consumerInfo{Consumer: "a<b>&\"c\\", Requirement: "é", Contract: "\n", Name: "", Login: "x",
+			Credentials: []credentialInfo{{Login: "x", SecretFile: "y"}}}, nil},
 	} {
-		want, err := json.MarshalIndent(c, "", "  ")
-		if err != nil {
-			t.Fatal(err)
+		got := tt.in.json()
+		var back info
+		if err := json.Unmarshal([]byte(got), &back); err != nil {
+			t.Fatalf("%v\n%s", err, got)
 		}
-		got, err := c.json()
-		if err != nil {
-			t.Fatal(err)
+		want := info{Consumer: tt.in.Consumer, Requirement: tt.in.Requirement, Contract: tt.in.Contract, Name: tt.in.Name, Login: tt.in.Login, Retire: []retired{}}
+		for _, c := range tt.in.Credentials {
+			want.Credentials = append(want.Credentials, cred(c))
 		}
-		if got != string(want)+"\n" {
-			t.Errorf("got\n%s\nwant\n%s", got, want)
+		for _, l := range tt.in.Retire {
+			want.Retire = append(want.Retire, retired{l})
+		}
+		if !reflect.DeepEqual(back, want) {
+			t.Errorf("reads back as\n%+v\nwant\n%+v\nfrom\n%s", back, want, got)
+		}
+		for _, l := range tt.lines {
+			if !slices.Contains(strings.Split(got, "\n"), l) {
+				t.Errorf("no line %q in\n%s", l, got)
+			}
 		}
 	}
 }

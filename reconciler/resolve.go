@@ -103,6 +103,11 @@ type Value struct {
 	Text string `json:"text,omitempty"`
 	// Secret names the secret whose sealed file carries the value.
 	Secret string `json:"secret,omitempty"`
+	// Credential, on a consumer's login, names the per-consumer secret the
+	// login goes with: the login rendered is the one of the credential slot
+	// the consumer reads now ([SlotLogin] of Text), so during a two-party
+	// rotation login and password move together.
+	Credential string `json:"credential,omitempty"`
 }
 
 // Role is how a recipient takes a secret (design 27, "Rotation").
@@ -181,6 +186,12 @@ type Served struct {
 	// contract has one; SecretField is the field it fills.
 	Secret      string
 	SecretField string
+	// Format is the secret's derived form ("mosquitto-pbkdf2", "bcrypt"),
+	// delivered to the provider beside each value; "" when none.
+	Format string
+	// TwoParty is set when the secret rotates over two credentials, the
+	// second a second login ([SlotLogin]).
+	TwoParty bool
 }
 
 // Resolve answers every requirement of every assignment of repo (design 27).

@@ -17,8 +17,29 @@ import (
 //     also a topic segment must not hold '+', '#' or '/'.
 //
 // So a login is at most LoginMaxLen bytes of [a-z0-9_], starting with a
-// letter, which every one of them takes unquoted.
+// letter, which every one of them takes unquoted. That bound holds for a
+// consumer's second login too ([SlotLogin]), so a derived login leaves room
+// for its suffix.
 const LoginMaxLen = 32
+
+// secondLogin is the suffix of a consumer's second login. No derived login
+// ends with it: a plain login holds "__" once, between module and node, and
+// ends in a letter or digit; a shortened one ends in "___" and a hash.
+const secondLogin = "__b"
+
+// SlotLogin returns the login of a consumer's credential in a two-party
+// slot (design 27, "Rotation": each consumer has two credentials, the
+// second a second login derived by the mesh, both with the consumer's
+// rights over its one resource). Slot "a", and "" for a one-party secret,
+// is the consumer's login itself; slot "b" is login followed by "__b".
+// Distinct logins have distinct second logins, and no second login is
+// another consumer's login.
+func SlotLogin(login, slot string) string {
+	if slot == "b" {
+		return login + secondLogin
+	}
+	return login
+}
 
 // NameMaxLen bounds a derived name: two DNS labels, "<module>.<node>", each
 // label at most 63 bytes of [a-z0-9-].
@@ -58,10 +79,10 @@ func DeriveIdentity(module, node string) Identity {
 
 	var out Identity
 	login := strings.ReplaceAll(module, "-", "_") + "__" + strings.ReplaceAll(node, "-", "_")
-	if plain && len(login) <= LoginMaxLen {
+	if plain && len(login) <= LoginMaxLen-len(secondLogin) {
 		out.Login = login
 	} else {
-		out.Login = shorten(module+"_"+node, '_', LoginMaxLen-3-hashLen) + "___" + hash()
+		out.Login = shorten(module+"_"+node, '_', LoginMaxLen-len(secondLogin)-3-hashLen) + "___" + hash()
 	}
 	name := module + "." + node
 	if plain && len(module) <= 63 && len(node) <= 63 && len(name) <= NameMaxLen {

@@ -209,12 +209,18 @@ func idsOf(rs []*Resolved) []string {
 func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contract, p *Resolved) {
 	pv := provisionOf(p.Definition, q.Contract)
 	served := Served{Consumer: a.ID, Requirement: q.Name, Contract: q.Contract, Identity: a.Identity}
+	// perConsumer is the name of the consumer's own secret, when the
+	// contract has one.
+	perConsumer := ""
+	if c.PerConsumerSecret != nil {
+		perConsumer = q.Contract + "." + a.ID + "." + q.Name
+	}
 	var answered []string
 	for _, f := range sortedKeys(c.Fields) {
 		fd := c.Fields[f]
 		switch {
 		case fd.Secret && c.PerConsumerSecret != nil && c.PerConsumerSecret.Field == f:
-			name := q.Contract + "." + a.ID + "." + q.Name
+			name := perConsumer
 			spec, rot := secretSpec(c.PerConsumerSecret.Spec, fd, q.Narrow[f]), c.PerConsumerSecret.Rotation
 			if rot == "" {
 				rot = "two-party"
@@ -223,6 +229,7 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 			r.need(name, spec, rot, Recipient{Node: a.Node, Role: roleOf(q), Assignment: a.ID})
 			a.delivered(q.Name, f, Value{Secret: name})
 			served.Secret, served.SecretField = name, f
+			served.Format, served.TwoParty = spec.Format, rot == "two-party"
 		case fd.Secret:
 			// A secret the provider holds and shares with each consumer:
 			// made by the vault, applied by the provider, read by consumers.
@@ -242,7 +249,7 @@ func (r *resolver) deliver(a *Resolved, q *schema.Requirement, c *schema.Contrac
 		case c.PerConsumerSecret != nil && fd.Type == schema.TypeString:
 			// The consumer's identity: the login the provider makes for it
 			// and the resource named after it (design 27, "The mesh").
-			a.delivered(q.Name, f, Value{Text: a.Identity.Login})
+			a.delivered(q.Name, f, Value{Text: a.Identity.Login, Credential: perConsumer})
 		default:
 			answered = append(answered, f)
 		}

@@ -79,8 +79,8 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	if !strings.Contains(decl, "gitea") {
 		t.Fatalf("n2's declaration lost gitea's other resources:\n%s", decl)
 	}
-	if got := meshtest.Git(t, m.Bare, "ls-tree", "-r", "--name-only", "node/n2"); strings.Contains(got, reconciler.SealedPath(name)) {
-		t.Fatalf("n2's branch holds %s before delivery:\n%s", reconciler.SealedPath(name), got)
+	if got := meshtest.Git(t, m.Bare, "ls-tree", "-r", "--name-only", "node/n2"); strings.Contains(got, reconciler.SealedPath(name, 1)) {
+		t.Fatalf("n2's branch holds %s before delivery:\n%s", reconciler.SealedPath(name, 1), got)
 	}
 
 	// While nothing changes, the next reconcile does nothing and still
@@ -119,7 +119,7 @@ func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	if !strings.Contains(decl, name) {
 		t.Fatalf("n2's declaration does not hold the delivered secret:\n%s", decl)
 	}
-	sealed := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath(name))
+	sealed := meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n2:"+reconciler.SealedPath(name, 1))
 	if got := string(vaulttest.Open(t, m.IDs["n2"], []byte(sealed))); got != value {
 		t.Fatalf("n2 opens the API key to %q, want the operator's value", got)
 	}

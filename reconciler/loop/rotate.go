@@ -11,6 +11,7 @@ import (
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/status"
 	"github.com/meshgen/meshgen/vaultd/client"
@@ -40,12 +41,15 @@ type Confirmation struct {
 // 0114):
 //
 //   - applying: an applier confirmed once its node applied, without a
-//     failure, a declaration carrying the new version (its step ran with it);
+//     failure, a declaration holding the new version (its step ran with it
+//     beside the one in use);
 //   - reading: a reader confirmed once its node applied a declaration
-//     carrying the version readers move to (its container was recreated
-//     with it; the old version when an abandoned rotation reads back);
-//   - retiring: an applier confirmed once its node applied, after the
-//     rotation reached this phase, a declaration carrying the version kept.
+//     whose reader reads the version readers move to (its container was
+//     recreated with it; the old version when an abandoned rotation reads
+//     back);
+//   - retiring: an applier confirmed once its node applied a declaration
+//     holding the version kept and no longer the one dropped (its step ran
+//     with the dropped credential named to retire).
 //
 // It runs before sealing, so the same reconcile renders the next phase:
 // readers get the new value only after every applier confirmed, and the old
@@ -72,12 +76,17 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 	for _, n := range reports {
 		byNode[n.Name] = n.Report
 	}
-	applied := map[string]map[string]uint64{} // node → secret → version applied
+	applied := map[string]*reconciler.Delivered{} // node → what it applied
 	var out []Confirmation
 	for _, s := range st.Secrets {
 		ro := s.Rotation
 		if ro == nil || ro.Phase == client.PhaseDone {
 			continue
+		}
+		// kept is the version the rotation keeps, gone the one it drops.
+		kept, gone := ro.To, ro.From
+		if ro.Abandoned {
+			kept, gone = ro.From, ro.To
 		}
 		for _, p := range ro.WaitsOn {
 			node, ok := nodeOf[p.Recipient]
@@ -88,34 +97,27 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 			if rep == nil || !rep.OK() || rep.Generation != rep.Attempted {
 				continue
 			}
-			if ro.Phase == client.PhaseRetiring && rep.Time.Before(ro.Started) {
-				continue
-			}
 			if applied[node] == nil {
 				if applied[node], err = r.appliedSecrets(node, rep.Generation); err != nil {
 					return out, nil, err
 				}
 			}
-			want := ro.To
-			if ro.Abandoned {
-				want = ro.From
-			}
-			if applied[node][s.Name] != want {
-				continue
-			}
-			req := client.ConfirmRequest{Name: s.Name, Recipient: p.Recipient, Version: want}
+			has := applied[node]
+			req := client.ConfirmRequest{Name: s.Name, Recipient: p.Recipient}
 			var res *client.Rotation
 			switch {
-			case ro.Phase == client.PhaseApplying && p.Role == client.RoleApplier:
+			case ro.Phase == client.PhaseApplying && p.Role == client.RoleApplier && has.Holds(s.Name, ro.To):
+				// Its step ran with the new value beside the one in use.
+				req.Version = ro.To
 				res, err = rot.ConfirmApplied(ctx, req)
-			case ro.Phase == client.PhaseReading && p.Role == client.RoleReader:
+			case ro.Phase == client.PhaseReading && p.Role == client.RoleReader && has.Reads(s.Name, kept):
+				// It was recreated reading the version readers move to.
+				req.Version = kept
 				res, err = rot.ConfirmRead(ctx, req)
-			case ro.Phase == client.PhaseRetiring && p.Role == client.RoleApplier:
-				// The version retired is the one not kept.
-				req.Version = ro.From
-				if ro.Abandoned {
-					req.Version = ro.To
-				}
+			case ro.Phase == client.PhaseRetiring && p.Role == client.RoleApplier && has.Holds(s.Name, kept) && !has.Holds(s.Name, gone):
+				// Its step ran with the dropped credential no longer held
+				// and named to retire.
+				req.Version = gone
 				res, err = rot.ConfirmRetired(ctx, req)
 			default:
 				continue
@@ -136,16 +138,17 @@ func (r *Reconciler) driveRotations(ctx context.Context, repo *schema.Repo, repo
 	return out, st, nil
 }
 
-// appliedSecrets returns the version of each secret the declaration of
-// generation gen on node/<node> carries: what the node applied.
-func (r *Reconciler) appliedSecrets(node string, gen uint64) (map[string]uint64, error) {
+// appliedSecrets returns what the declaration of generation gen on
+// node/<node> delivers: what the node applied.
+func (r *Reconciler) appliedSecrets(node string, gen uint64) (*reconciler.Delivered, error) {
+	none := &reconciler.Delivered{}
 	repo, err := branch.OpenGit(r.dir)
 	if err != nil {
 		return nil, err
 	}
 	ref, err := repo.Reference(plumbing.ReferenceName(branch.Ref(node)), true)
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return map[string]uint64{}, nil
+		return none, nil
 	}
 	if err != nil {
 		return nil, err
@@ -157,13 +160,7 @@ func (r *Reconciler) appliedSecrets(node string, gen uint64) (map[string]uint64,
 			return nil, fmt.Errorf("node/%s: %w", node, err)
 		}
 		if d.Generation == gen {
-			out := map[string]uint64{}
-			for _, res := range d.Resources {
-				if res.File != nil && res.File.Secret != nil {
-					out[res.File.Secret.Name] = res.File.Secret.Version
-				}
-			}
-			return out, nil
+			return reconciler.DeliveredBy(&d), nil
 		}
 		if d.Generation < gen || len(c.ParentHashes) == 0 {
 			break
@@ -173,7 +170,7 @@ func (r *Reconciler) appliedSecrets(node string, gen uint64) (map[string]uint64,
 	if err != nil {
 		return nil, fmt.Errorf("node/%s: %w", node, err)
 	}
-	return map[string]uint64{}, nil
+	return none, nil
 }
 
 // readDecl reads the declaration a node branch's commit holds.
