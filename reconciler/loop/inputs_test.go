@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -303,98 +302,6 @@ func gitRunIn(t *testing.T, dir, stdin string, args ...string) string {
 		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out)
-}
-
-// TestOneShotRotationToTheEnd: one-shot processes drive a two-party
-// rotation to the end from hostd's reports, as a timer running `meshgen
-// reconcile` would. A reconcile that confirmed a step records no inputs, so
-// the next one runs in full (and may confirm the next step) rather than
-// being skipped; once the rotation is done, the next process is skipped.
-func TestOneShotRotationToTheEnd(t *testing.T) {
-	const secret = "postgres-database.gitea@n2.db"
-	m := newMesh(t)
-	v := vaulttest.Start(t)
-	signer := testSigner(t)
-	once := func() *Outcome {
-		t.Helper()
-		got := runOnce(t, m, v, signer, nil)
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		return got.out
-	}
-	generation := func(node string) uint64 {
-		var d declaration.Declaration
-		if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
-			t.Fatal(err)
-		}
-		return d.Generation
-	}
-	applied := func(node string) {
-		g := generation(node)
-		m.PushReport(t, node, []byte(fmt.Sprintf(`{"mesh":"lab","node":%q,"generation":%d,"attempted":%d,"source":"x","time":%q}`,
-			node, g, g, time.Now().UTC().Format(time.RFC3339Nano))))
-	}
-	recorded := func() bool {
-		files, err := branch.ReadStateFiles(m.Bare)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, ok := files[InputsFile]
-		return ok
-	}
-	once()
-	if !once().InputsUnchanged {
-		t.Fatal("a settled mesh was reconciled again")
-	}
-	if _, err := v.Client.Rotate(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	if out := once(); out.InputsUnchanged || !slices.Contains(out.Written, "n1") {
-		t.Fatalf("the rotation's start: %+v", out)
-	}
-	// settle runs one-shot processes until one is skipped, and returns the
-	// steps they confirmed. A process that confirmed a step records no
-	// inputs, so the next runs in full: it may confirm the next step from
-	// reports already there (n1's, for the retiring phase).
-	settle := func() []string {
-		t.Helper()
-		var phases []string
-		for range 6 {
-			out := once()
-			if out.InputsUnchanged {
-				return phases
-			}
-			for _, c := range out.Confirmed {
-				phases = append(phases, string(c.Phase))
-			}
-			if len(out.Confirmed) > 0 && recorded() {
-				t.Fatalf("after confirming %+v, the inputs were recorded", out.Confirmed)
-			}
-		}
-		t.Fatal("one-shot reconciles never settled")
-		return nil
-	}
-	var phases []string
-	for _, node := range []string{"n1", "n2"} {
-		applied(node)
-		phases = append(phases, settle()...)
-	}
-	if want := []string{"applying", "reading", "retiring"}; !slices.Equal(phases, want) {
-		t.Fatalf("confirmed %v, want %v", phases, want)
-	}
-	st, err := v.Client.Status(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range st.Secrets {
-		if s.Name == secret && s.Rotation != nil {
-			t.Fatalf("the rotation did not finish: %+v", s.Rotation)
-		}
-	}
-	if out := once(); !out.InputsUnchanged {
-		t.Fatalf("after the rotation finished: %+v", out)
-	}
 }
 
 // statusOnlyVault is vaultd's real client without its generation: a vault
