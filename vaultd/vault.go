@@ -187,23 +187,48 @@ func checkName(name string) error {
 
 // put writes r and swaps it in. The caller holds r's lock.
 func (v *Vault) put(r *record) error {
-	r.prune()
-	data, err := json.Marshal(r)
-	if err != nil {
-		return fmt.Errorf("encode record of %q: %w", r.Name, err)
+	if err := v.putAll([]*record{r}); err != nil {
+		return fmt.Errorf("store secret %q: %w", r.Name, err)
 	}
-	// The counter is taken before the write and answered only after it
+	return nil
+}
+
+// putAll writes rs as one group (all on disk or, after a crash, none: see
+// store.FileStore.Write) with one pair of fsyncs, and swaps them in. Each
+// record takes its own generation counter, so the token still rises with
+// every record written. The caller holds the lock of every record.
+func (v *Vault) putAll(rs []*record) error {
+	entries := make([]store.Entry, len(rs))
+	for i, r := range rs {
+		r.prune()
+		data, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("encode record of %q: %w", r.Name, err)
+		}
+		entries[i] = store.Entry{Key: r.Name, Data: data}
+	}
+	// The counters are taken before the write and answered only after it
 	// ended (see generation): a durable write is never behind the token.
-	n, err := v.gen.begin()
-	if err != nil {
-		return fmt.Errorf("store secret %q: %w", r.Name, err)
+	taken := make([]uint64, 0, len(rs))
+	defer func() {
+		for _, n := range taken {
+			v.gen.end(n)
+		}
+	}()
+	for range rs {
+		n, err := v.gen.begin()
+		if err != nil {
+			return err
+		}
+		taken = append(taken, n)
 	}
-	defer v.gen.end(n)
-	if err := v.store.Put(r.Name, data); err != nil {
-		return fmt.Errorf("store secret %q: %w", r.Name, err)
+	if err := v.store.Write(entries); err != nil {
+		return err
 	}
 	v.mu.Lock()
-	v.recs[r.Name] = r
+	for _, r := range rs {
+		v.recs[r.Name] = r
+	}
 	v.mu.Unlock()
 	return nil
 }
@@ -228,6 +253,33 @@ func (v *Vault) newRecord(name string, origin client.Origin, spec client.Spec, v
 // Seal makes req.Name if absent and returns what each recipient must hold
 // now, sealed to it.
 func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealResponse, error) {
+	c, err := v.checkSeal(req)
+	if err != nil {
+		return nil, err
+	}
+	defer v.lock(req.Name)()
+	resp, r, err := v.sealLocked(c)
+	if err != nil {
+		return nil, err
+	}
+	if r != nil {
+		if err := v.put(r); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// checkedSeal is a seal request checked before any lock is taken: its spec
+// with defaults, its recipients sorted and parsed.
+type checkedSeal struct {
+	req               client.SealRequest
+	spec              client.Spec
+	appliers, readers []string
+	parsed            map[string]age.Recipient
+}
+
+func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
 	if err := checkName(req.Name); err != nil {
 		return nil, err
 	}
@@ -235,20 +287,28 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	if err != nil {
 		return nil, fmt.Errorf("seal %q: %w", req.Name, err)
 	}
-	appliers, readers := uniq(req.Appliers), uniq(req.Recipients)
-	if len(appliers)+len(readers) == 0 {
+	c := &checkedSeal{req: req, spec: spec, appliers: uniq(req.Appliers), readers: uniq(req.Recipients), parsed: map[string]age.Recipient{}}
+	if len(c.appliers)+len(c.readers) == 0 {
 		return nil, refuse(client.ErrBadRequest, "", "seal %q: no recipients", req.Name)
 	}
-	parsed := map[string]age.Recipient{}
-	for _, r := range slices.Concat(appliers, readers) {
+	for _, r := range slices.Concat(c.appliers, c.readers) {
+		if c.parsed[r] != nil {
+			continue
+		}
 		p, err := v.checkRecipient(r)
 		if err != nil {
 			return nil, fmt.Errorf("seal %q: %w", req.Name, err)
 		}
-		parsed[r] = p
+		c.parsed[r] = p
 	}
+	return c, nil
+}
 
-	defer v.lock(req.Name)()
+// sealLocked answers a checked seal and returns the changed record to
+// write, nil when nothing changed. It writes nothing itself. The caller
+// holds the lock of c's name.
+func (v *Vault) sealLocked(c *checkedSeal) (_ *client.SealResponse, changed *record, err error) {
+	req, spec, appliers, readers, parsed := c.req, c.spec, c.appliers, c.readers, c.parsed
 	old := v.rec(req.Name)
 	r := old
 	dirty := false
@@ -259,11 +319,11 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	}
 	if old == nil {
 		if spec.Operator {
-			return nil, refuse(client.ErrNotDelivered, fmt.Sprintf("deliver it with `meshgen vault put %s`", req.Name),
+			return nil, nil, refuse(client.ErrNotDelivered, fmt.Sprintf("deliver it with `meshgen vault put %s`", req.Name),
 				"secret %q is an operator's value and has not been delivered yet", req.Name)
 		}
 		if r, err = v.newRecord(req.Name, client.OriginMesh, spec, makeValue(spec), ""); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		dirty = true
 	}
@@ -273,7 +333,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	}
 	if r.Spec != spec {
 		if r.Rot.Kind != spec.Rotation && !r.Rot.Idle() {
-			return nil, refuse(client.ErrConflict, fmt.Sprintf("let the rotation finish or abandon it with `meshgen vault rotate --abandon %s`", req.Name),
+			return nil, nil, refuse(client.ErrConflict, fmt.Sprintf("let the rotation finish or abandon it with `meshgen vault rotate --abandon %s`", req.Name),
 				"seal %q: rotation kind changes from %s to %s while a rotation is %s", req.Name, r.Rot.Kind, spec.Rotation, r.Rot.Phase)
 		}
 		change()
@@ -288,7 +348,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 	if v.due(r) {
 		change()
 		if err := v.start(r, reasonMaxAge); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// Every live value has the derived form its spec asks for, and no
@@ -300,7 +360,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 		change()
 		val := r.Values[l.Version]
 		if val.Derived, err = derive(r.Spec.Format, val.Value); err != nil {
-			return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+			return nil, nil, fmt.Errorf("seal %q: %w", req.Name, err)
 		}
 		val.DerivedFormat = r.Spec.Format
 		for k := range r.Sealed {
@@ -328,7 +388,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 					plain = []byte(val.Derived)
 				}
 				if ct, err = seal(parsed[d.Recipient], plain); err != nil {
-					return nil, fmt.Errorf("seal %q to %s: %w", r.Name, d.Recipient, err)
+					return nil, nil, fmt.Errorf("seal %q to %s: %w", r.Name, d.Recipient, err)
 				}
 				r.Sealed[key] = ct
 			}
@@ -339,11 +399,9 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 		}
 	}
 	if dirty {
-		if err := v.put(r); err != nil {
-			return nil, err
-		}
+		return resp, r, nil
 	}
-	return resp, nil
+	return resp, nil, nil
 }
 
 // setKind changes an idle secret's rotation kind: a two-party secret's

@@ -6,28 +6,42 @@
 //
 //	identity        the vault's age identity (0600)
 //	lock            held (flock) by the one vaultd using the directory
-//	records/<id>    one record per key, age-encrypted (0600); id is the
-//	                hex sha256 of the key, so names are not on disk in clear
+//	records/g<seq>  a group of records written together, age-encrypted
+//	                (0600); seq (16 hex digits) rises with every write, and
+//	                a key's newest entry is the one in the highest group.
+//	                Keys are inside the encryption, not on disk in clear
+//	records/<id>    one record of an older vaultd (id is the hex sha256 of
+//	                its key), read as older than every group
 //	generation      the change token's epoch and counter ceiling, plain
 //	                JSON (0600), written by vaultd with [FileStore.WriteFile]
 //
-// Every write goes to a temporary file in the same directory, is fsynced,
-// renamed over the record and the directory fsynced (renameio), so a kill -9
-// at any point leaves either the old record or the new one. Temporary files a
-// crash left behind are removed by [Open].
+// Every write ([FileStore.Write]) is one new group file: written to a
+// temporary file in the same directory, fsynced, renamed into place and the
+// directory fsynced (renameio), so a kill -9 at any point leaves either every
+// record of the write or none of them, each key's older entry still read.
+// Once a write is durable, older files whose every entry it superseded are
+// removed; a removal a crash interrupted is redone on the next start.
+// Temporary files a crash left behind are removed by [Open]. A group file
+// some of whose entries are still the newest stays: the directory holds at
+// most one file per key, and at most one entry per key and write.
 package store
 
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"filippo.io/age"
@@ -41,6 +55,17 @@ type FileStore struct {
 	records  string
 	identity *age.X25519Identity
 	lock     *os.File
+
+	// mu guards the index, read from disk once by load: at is the group
+	// file (by sequence) holding each key's newest entry, live counts the
+	// newest entries each group file holds, legacy names the one-record
+	// files of an older vaultd still holding a key's newest record, and
+	// seq is the last group sequence taken.
+	mu     sync.Mutex
+	at     map[string]uint64
+	live   map[uint64]int
+	legacy map[string]bool
+	seq    uint64
 }
 
 // Close releases the directory for another vaultd.
@@ -134,48 +159,270 @@ func (s *FileStore) Identity() age.Identity { return s.identity }
 // Dir is the store's directory.
 func (s *FileStore) Dir() string { return s.dir }
 
-func (s *FileStore) path(key string) string {
+// legacyName is the file an older vaultd wrote key's record to: the hex
+// sha256 of the key.
+func legacyName(key string) string {
 	sum := sha256.Sum256([]byte(key))
-	return filepath.Join(s.records, hex.EncodeToString(sum[:]))
+	return hex.EncodeToString(sum[:])
+}
+
+func isLegacyName(name string) bool {
+	if len(name) != 2*sha256.Size {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+// groupName is the file of the group written with sequence seq:
+// "g" and 16 hex digits, so names sort as they were written.
+func groupName(seq uint64) string { return fmt.Sprintf("g%016x", seq) }
+
+func parseGroupName(name string) (uint64, bool) {
+	if len(name) != 17 || name[0] != 'g' {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(name[1:], 16, 64)
+	return seq, err == nil && seq > 0
+}
+
+// groupMagic starts every group file's plaintext; an entry follows as the
+// key's length (uvarint), the key, the data's length (uvarint), the data.
+const groupMagic = "meshgen-vault-records/v1\n"
+
+func encodeGroup(entries []Entry) []byte {
+	n := len(groupMagic)
+	for _, e := range entries {
+		n += 2*binary.MaxVarintLen64 + len(e.Key) + len(e.Data)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, groupMagic...)
+	for _, e := range entries {
+		b = binary.AppendUvarint(b, uint64(len(e.Key)))
+		b = append(b, e.Key...)
+		b = binary.AppendUvarint(b, uint64(len(e.Data)))
+		b = append(b, e.Data...)
+	}
+	return b
+}
+
+func decodeGroup(b []byte) ([]Entry, error) {
+	rest, ok := bytes.CutPrefix(b, []byte(groupMagic))
+	if !ok {
+		return nil, errors.New("not a group of records (damaged?)")
+	}
+	field := func() ([]byte, error) {
+		n, k := binary.Uvarint(rest)
+		if k <= 0 || n > uint64(len(rest)-k) {
+			return nil, errors.New("a record is cut short (damaged?)")
+		}
+		f := rest[k : k+int(n)]
+		rest = rest[k+int(n):]
+		return f, nil
+	}
+	var out []Entry
+	for len(rest) > 0 {
+		key, err := field()
+		if err != nil {
+			return nil, err
+		}
+		data, err := field()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Entry{Key: string(key), Data: data})
+	}
+	return out, nil
+}
+
+// Entry is one record to write: its key and its data.
+type Entry struct {
+	Key  string
+	Data []byte
 }
 
 // Put encrypts data to the vault's recipient and replaces key's record
-// atomically and durably.
+// atomically and durably: [FileStore.Write] of one entry.
 func (s *FileStore) Put(key string, data []byte) error {
+	return s.Write([]Entry{{Key: key, Data: data}})
+}
+
+// Write replaces the records of entries atomically as a group and durably:
+// once it returns nil every entry is on disk; after a crash at any point
+// either every entry of the call is read back or none is (the file holding
+// them is renamed into place whole, or not at all). The group is encrypted
+// once and costs two fsyncs (the file and the directory) whatever its
+// size, which is what makes a batch of new secrets cheap. Keys must be
+// distinct; writes of the same key must not overlap (vaultd serialises
+// them), writes of different keys may.
+func (s *FileStore) Write(entries []Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if seen[e.Key] {
+			return fmt.Errorf("write records: key %q appears twice in one write", e.Key)
+		}
+		seen[e.Key] = true
+	}
+	if err := s.load(nil); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+
+	plain := encodeGroup(entries)
 	var buf bytes.Buffer
+	buf.Grow(len(plain) + 256)
 	w, err := age.Encrypt(&buf, s.identity.Recipient())
 	if err != nil {
-		return fmt.Errorf("encrypt record: %w", err)
+		return fmt.Errorf("encrypt records: %w", err)
 	}
-	if _, err := w.Write(data); err != nil {
-		return fmt.Errorf("encrypt record: %w", err)
+	if _, err := w.Write(plain); err != nil {
+		return fmt.Errorf("encrypt records: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("encrypt record: %w", err)
+		return fmt.Errorf("encrypt records: %w", err)
 	}
-	if err := writeFile(s.path(key), buf.Bytes()); err != nil {
-		return fmt.Errorf("write record: %w", err)
+	if err := writeFile(filepath.Join(s.records, groupName(seq)), buf.Bytes()); err != nil {
+		return fmt.Errorf("write records: %w", err)
+	}
+
+	// The new file is durable: older files holding only superseded
+	// entries go. A removal a crash loses is redone by the next start.
+	var gone []string
+	s.mu.Lock()
+	for _, e := range entries {
+		if old, ok := s.at[e.Key]; ok {
+			if s.live[old]--; s.live[old] == 0 {
+				delete(s.live, old)
+				gone = append(gone, groupName(old))
+			}
+		}
+		if legacy := legacyName(e.Key); s.legacy[legacy] {
+			delete(s.legacy, legacy)
+			gone = append(gone, legacy)
+		}
+		s.at[e.Key] = seq
+		s.live[seq]++
+	}
+	s.mu.Unlock()
+	for _, name := range gone {
+		// Not an error worth failing a durable write for: the next start
+		// finds the file superseded and removes it.
+		_ = os.Remove(filepath.Join(s.records, name))
 	}
 	return nil
 }
 
-// All decrypts every record and calls fn with each, in no given order.
+// All calls fn with the data of every record (the newest entry of each
+// key), in no given order. It reads the directory the first time only; a
+// store that was written to since reads nothing again.
 func (s *FileStore) All(fn func(data []byte) error) error {
+	return s.load(fn)
+}
+
+// load reads every file once: it decrypts the groups in the order they
+// were written, keeps each key's newest entry, removes files whose every
+// entry a later one superseded (a removal a crash interrupted), and calls
+// fn (when not nil) with each record's data.
+func (s *FileStore) load(fn func(data []byte) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at != nil {
+		return nil
+	}
 	ents, err := os.ReadDir(s.records)
 	if err != nil {
 		return fmt.Errorf("read records: %w", err)
 	}
+	var groups []uint64
+	var legacy []string
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".") {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		data, err := s.read(filepath.Join(s.records, e.Name()))
+		if seq, ok := parseGroupName(name); ok {
+			groups = append(groups, seq)
+			continue
+		}
+		if isLegacyName(name) {
+			legacy = append(legacy, name)
+			continue
+		}
+		return fmt.Errorf("read records: %s is not a record file: move it out of %s", name, s.records)
+	}
+	slices.Sort(groups)
+	at := map[string]uint64{}
+	live := map[uint64]int{}
+	data := map[string][]byte{}
+	for _, seq := range groups {
+		plain, err := s.read(filepath.Join(s.records, groupName(seq)))
 		if err != nil {
-			return fmt.Errorf("record %s: %w", e.Name(), err)
+			return fmt.Errorf("record file %s: %w", groupName(seq), err)
 		}
-		if err := fn(data); err != nil {
-			return fmt.Errorf("record %s: %w", e.Name(), err)
+		entries, err := decodeGroup(plain)
+		if err != nil {
+			return fmt.Errorf("record file %s: %w", groupName(seq), err)
 		}
+		for _, e := range entries {
+			if old, ok := at[e.Key]; ok {
+				live[old]--
+			}
+			at[e.Key] = seq
+			live[seq]++
+			data[e.Key] = e.Data
+		}
+	}
+	var gone []string
+	for _, seq := range groups {
+		if live[seq] == 0 {
+			delete(live, seq)
+			gone = append(gone, groupName(seq))
+		}
+	}
+	newer := make(map[string]bool, len(at))
+	for k := range at {
+		newer[legacyName(k)] = true
+	}
+	s.legacy = map[string]bool{}
+	var legacyData [][]byte
+	for _, name := range legacy {
+		if newer[name] {
+			gone = append(gone, name)
+			continue
+		}
+		plain, err := s.read(filepath.Join(s.records, name))
+		if err != nil {
+			return fmt.Errorf("record %s: %w", name, err)
+		}
+		s.legacy[name] = true
+		legacyData = append(legacyData, plain)
+	}
+	if fn != nil {
+		for _, k := range slices.Sorted(maps.Keys(data)) {
+			if err := fn(data[k]); err != nil {
+				return fmt.Errorf("record %s of file %s: %w", legacyName(k), groupName(at[k]), err)
+			}
+		}
+		for i, d := range legacyData {
+			if err := fn(d); err != nil {
+				return fmt.Errorf("record %s: %w", legacy[i], err)
+			}
+		}
+	}
+	for _, name := range gone {
+		if err := os.Remove(filepath.Join(s.records, name)); err != nil {
+			return fmt.Errorf("remove the superseded record file %s: %w", name, err)
+		}
+	}
+	s.at, s.live = at, live
+	if len(groups) > 0 {
+		s.seq = groups[len(groups)-1]
 	}
 	return nil
 }
