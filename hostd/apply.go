@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"sort"
 	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -55,7 +54,9 @@ type applier struct {
 // sorted: observe (one query of the runtime), then per resource compare, act
 // and record. The first failure halts the apply; what follows is reported
 // gated and is not touched (ADR 0052). What worked is recorded as it works, so
-// a crash at any point leaves a state the next apply converges from.
+// a crash at any point leaves a state the next apply converges from. Only
+// when every resource applied does what the declaration no longer names go:
+// containers hostd made and files it wrote from a secret (remove.go).
 //
 // d must have passed [Verify]; Apply does not check the signature again.
 func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch) (rep declaration.Report, err error) {
@@ -93,6 +94,7 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 			rep.Resources = append(rep.Resources, declaration.Result{ID: r.ID, Kind: r.Kind, Outcome: declaration.Gated,
 				Reason: "containers could not be observed", Digest: a.digests[r.ID]})
 		}
+		rep.LeftFiles = a.heldSecretFiles()
 		return rep, fmt.Errorf("observe containers: %w", err)
 	}
 
@@ -121,39 +123,16 @@ func (h *Host) Apply(ctx context.Context, d *declaration.Declaration, br Branch)
 		rep.Resources = append(rep.Resources, res)
 	}
 	rep.Answers = a.answers(rep.Resources)
-	if failed == nil {
-		rep.Removed, failed = a.removeUndeclared(ctx)
+	if failed != nil {
+		// Nothing is removed after a failure (remove.go says why); the
+		// secret files waiting are reported.
+		rep.LeftFiles = a.heldSecretFiles()
+		return rep, failed
 	}
-	return rep, failed
-}
-
-// removeUndeclared removes the containers hostd made for this node (labelled
-// with its mesh and node) that the declaration no longer names: a module
-// moved away stops. Only after a complete apply, so a failure never takes a
-// running service down with it. Data is never removed (ADR 0030).
-func (a *applier) removeUndeclared(ctx context.Context) ([]string, error) {
-	declared := map[string]bool{}
-	for _, r := range a.d.Resources {
-		if r.Container != nil {
-			declared[r.Container.Name] = true
-		}
-	}
-	var names []string
-	for name, o := range a.observed {
-		if !declared[name] && o.Labels[podman.LabelNode] == a.d.Node {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	var removed []string
-	for _, name := range names {
-		if err := a.h.rt.Remove(ctx, name); err != nil {
-			return removed, fmt.Errorf("remove undeclared container: %w", err)
-		}
-		delete(a.st.Containers, name)
-		removed = append(removed, name)
-	}
-	return removed, nil
+	var cerr, ferr error
+	rep.Removed, cerr = a.removeUndeclared(ctx)
+	rep.RemovedFiles, rep.LeftFiles, ferr = a.removeSecretFiles()
+	return rep, errors.Join(cerr, ferr)
 }
 
 // observe lists the mesh's containers (one query) and inspects, in one more
@@ -208,6 +187,14 @@ func (a *applier) record(r *declaration.Resource, o declaration.Outcome) error {
 		// The marker is written only after the step exited 0 (ADR 0052).
 		dirty = dirty || a.st.Markers[r.ID] != dg
 		a.st.Markers[r.ID] = dg
+	}
+	if f := r.File; f != nil && (f.Secret == nil || f.CreateOnce) {
+		// Another kind of file now holds the path: no longer a secret
+		// hostd removes.
+		if _, ok := a.st.SecretFiles[f.Path]; ok {
+			delete(a.st.SecretFiles, f.Path)
+			dirty = true
+		}
 	}
 	if !dirty {
 		return nil

@@ -125,8 +125,17 @@ func (a *applier) file(r *declaration.Resource) (declaration.Outcome, string, er
 		}
 		diffs = append(diffs, attrDiffs(fi, mode, uid, gid)...)
 		if len(diffs) == 0 {
+			// Already the secret's plaintext: hostd's to remove when it is
+			// no longer declared (a node upgraded to a hostd that records
+			// secret files enters those it holds here).
+			if err := a.claim(r); err != nil {
+				return "", "", err
+			}
 			return declaration.Unchanged, "", nil
 		}
+	}
+	if err := a.claim(r); err != nil {
+		return "", "", err
 	}
 	if err := writeAtomic(f.Path, want, mode, uid, gid); err != nil {
 		return "", "", err
@@ -136,6 +145,22 @@ func (a *applier) file(r *declaration.Resource) (declaration.Outcome, string, er
 		return declaration.Created, "", nil
 	}
 	return declaration.Corrected, a.why(r.ID, diffs), nil
+}
+
+// claim records, before a secret is written to its path, that the path is
+// hostd's secret file (state.SecretFiles), so no crash can leave a secret on
+// disk that hostd does not know to remove. Create-once files and files with
+// inline content are never claimed: they may be data a service edits.
+func (a *applier) claim(r *declaration.Resource) error {
+	f := r.File
+	if f.Secret == nil || f.CreateOnce || a.st.SecretFiles[f.Path] == r.ID {
+		return nil
+	}
+	a.st.SecretFiles[f.Path] = r.ID
+	if err := a.h.saveState(a.st); err != nil {
+		return fmt.Errorf("record %s as a secret file before writing it: %w", f.Path, err)
+	}
+	return nil
 }
 
 // why says what a correction put right, and whether it follows a change of

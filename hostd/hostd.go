@@ -28,8 +28,9 @@
 //
 //	state.json    what was applied: digests per resource, step markers
 //	              (written only after a step exited 0, ADR 0052), container
-//	              IDs, the generation last applied in full, the last commit
-//	              fetched and why it was refused if it was
+//	              IDs, the paths of the files written from a secret (removed
+//	              once no longer declared), the generation last applied in
+//	              full, the last commit fetched and why it was refused if it was
 //	target.json   the newest branch content that verified (ciphertext only)
 //	refused.json  the last branch content refused, to say why on each poll
 //	report.json   the last report ([declaration.Report]), read by `hostd status`

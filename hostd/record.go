@@ -45,6 +45,12 @@ type state struct {
 	// container's image, env, mounts and ports cannot change without a new
 	// ID, so only one with another ID (made outside hostd) is inspected.
 	Containers map[string]string `json:"containers"`
+	// SecretFiles maps the path of every file hostd wrote from a sealed
+	// secret (not create-once) to the ID of the resource that declared it.
+	// A path is entered before the secret is written and leaves only after
+	// the file was removed, or another file took the path: these, and nothing
+	// else on disk, are what hostd removes once no longer declared (remove.go).
+	SecretFiles map[string]string `json:"secretFiles,omitempty"`
 }
 
 // target is the newest declaration that verified: what hostd converges to.
@@ -71,6 +77,9 @@ func (h *Host) loadState() (*state, error) {
 	}
 	if st.Containers == nil {
 		st.Containers = map[string]string{}
+	}
+	if st.SecretFiles == nil {
+		st.SecretFiles = map[string]string{}
 	}
 	return st, nil
 }

@@ -29,6 +29,12 @@ func FormatText(rep declaration.Report) string {
 	for _, name := range rep.Removed {
 		fmt.Fprintf(&b, "  %-10s %-9s %s: no longer declared\n", "removed", declaration.KindContainer, name)
 	}
+	for _, p := range rep.RemovedFiles {
+		fmt.Fprintf(&b, "  %-10s %-9s %s: secret no longer declared\n", "removed", declaration.KindFile, p)
+	}
+	for _, l := range rep.LeftFiles {
+		fmt.Fprintf(&b, "  %-10s %-9s %s: secret %s\n", "left", declaration.KindFile, l.Path, l.Reason)
+	}
 	ids := make([]string, 0, len(rep.Answers))
 	for id := range rep.Answers {
 		ids = append(ids, id)
@@ -78,6 +84,10 @@ func Textfile(rep declaration.Report) string {
 	if rep.Refused != "" {
 		refused = 1
 	}
+	b.WriteString("# HELP hostd_removed Things the last apply removed because the declaration no longer names them.\n# TYPE hostd_removed gauge\n")
+	fmt.Fprintf(&b, "hostd_removed{%s,kind=%q} %d\n", lbl, declaration.KindContainer, len(rep.Removed))
+	fmt.Fprintf(&b, "hostd_removed{%s,kind=%q} %d\n", lbl, declaration.KindFile, len(rep.RemovedFiles))
+	fmt.Fprintf(&b, "# HELP hostd_secret_files_left Secret files no longer declared that the last apply left on disk.\n# TYPE hostd_secret_files_left gauge\nhostd_secret_files_left{%s} %d\n", lbl, len(rep.LeftFiles))
 	fmt.Fprintf(&b, "# HELP hostd_apply_ok 1 when the last apply succeeded.\n# TYPE hostd_apply_ok gauge\nhostd_apply_ok{%s} %d\n", lbl, ok)
 	fmt.Fprintf(&b, "# HELP hostd_refused 1 when the newest declaration was refused.\n# TYPE hostd_refused gauge\nhostd_refused{%s} %d\n", lbl, refused)
 	fmt.Fprintf(&b, "# HELP hostd_generation The generation applied.\n# TYPE hostd_generation gauge\nhostd_generation{%s} %d\n", lbl, rep.Generation)

@@ -106,29 +106,32 @@ func TestMissingImageIsNotPulled(t *testing.T) {
 	}
 }
 
-// The readable report and the textfile, against testdata.
+// The readable report and the textfile, against testdata: a failed apply
+// (secret files held) and one that removed containers and secret files.
 func TestReportFormats(t *testing.T) {
-	data, err := os.ReadFile("testdata/report.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep declaration.Report
-	if err := jsonUnmarshal(string(data), &rep); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range []struct{ file, got string }{
-		{"testdata/report.txt", FormatText(rep)},
-		{"testdata/report.prom", Textfile(rep)},
-	} {
-		if os.Getenv("HOSTD_UPDATE_GOLDEN") != "" {
-			os.WriteFile(g.file, []byte(g.got), 0o644)
-		}
-		want, err := os.ReadFile(g.file)
+	for _, name := range []string{"report", "report-removed"} {
+		data, err := os.ReadFile("testdata/" + name + ".json")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g.got != string(want) {
-			t.Errorf("%s differs:\n%s", g.file, g.got)
+		var rep declaration.Report
+		if err := jsonUnmarshal(string(data), &rep); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range []struct{ file, got string }{
+			{"testdata/" + name + ".txt", FormatText(rep)},
+			{"testdata/" + name + ".prom", Textfile(rep)},
+		} {
+			if os.Getenv("HOSTD_UPDATE_GOLDEN") != "" {
+				os.WriteFile(g.file, []byte(g.got), 0o644)
+			}
+			want, err := os.ReadFile(g.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.got != string(want) {
+				t.Errorf("%s differs:\n%s", g.file, g.got)
+			}
 		}
 	}
 }

@@ -188,7 +188,7 @@ func newStatusCmd() *cobra.Command {
 
 // quiet reports whether an apply changed nothing and had nothing to say.
 func quiet(rep declaration.Report) bool {
-	if rep.Refused != "" || len(rep.Removed) > 0 {
+	if rep.Refused != "" || len(rep.Removed)+len(rep.RemovedFiles)+len(rep.LeftFiles) > 0 {
 		return false
 	}
 	for _, r := range rep.Resources {

@@ -44,8 +44,24 @@ type Report struct {
 	Answers map[string]map[string]string `json:"answers,omitempty"`
 	// Removed names the containers hostd had made for this node that the
 	// declaration no longer names, removed after everything else applied.
-	// Files and directories are never removed (ADR 0030).
+	// Directories and files that are not secrets are never removed (ADR 0030).
 	Removed []string `json:"removed,omitempty"`
+	// RemovedFiles are the paths of files hostd had written from a sealed
+	// secret that the declaration no longer names at that path, removed after
+	// everything else applied: a retired or abandoned credential does not stay
+	// on the node's disk (design 27, "Rotation"). Content and create-once files
+	// are never removed: they may be data a service edits.
+	RemovedFiles []string `json:"removedFiles,omitempty"`
+	// LeftFiles are such secret files hostd did not remove in this apply, each
+	// with the reason: the apply failed (they are removed once one succeeds),
+	// or the path no longer holds the file hostd wrote.
+	LeftFiles []LeftFile `json:"leftFiles,omitempty"`
+}
+
+// LeftFile is a secret file no longer declared that an apply did not remove.
+type LeftFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Result is one resource's outcome in a [Report].
