@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,9 +16,9 @@ import (
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
-// secretVersion returns the version of secret the declaration on
-// node/<node> carries, and the node's generation.
-func secretVersion(t *testing.T, m *meshtest.Mesh, node, secret string) (version, generation uint64) {
+// secretVersion returns the versions of secret the declaration on
+// node/<node> carries, lowest first, and the node's generation.
+func secretVersion(t *testing.T, m *meshtest.Mesh, node, secret string) (versions []uint64, generation uint64) {
 	t.Helper()
 	var d declaration.Declaration
 	if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
@@ -25,11 +26,14 @@ func secretVersion(t *testing.T, m *meshtest.Mesh, node, secret string) (version
 	}
 	for _, r := range d.Resources {
 		if r.File != nil && r.File.Secret != nil && r.File.Secret.Name == secret {
-			return r.File.Secret.Version, d.Generation
+			versions = append(versions, r.File.Secret.Version)
 		}
 	}
-	t.Fatalf("node/%s carries no secret %s", node, secret)
-	return 0, 0
+	if len(versions) == 0 {
+		t.Fatalf("node/%s carries no secret %s", node, secret)
+	}
+	slices.Sort(versions)
+	return versions, d.Generation
 }
 
 // applied pushes a report of node having applied its latest generation
@@ -58,9 +62,9 @@ func rotationOf(t *testing.T, v *vaulttest.Vault, name string) *client.Rotation 
 
 // TestRotationDrivenToTheEnd: a two-party rotation of the database login
 // gitea@n2 presents and postgres@n1 applies (ADR 0114) finishes by itself
-// from hostd's reports: the applier gets the new credential first; the
-// reader only after the applier confirmed; the old one is retired only after
-// the reader confirmed.
+// from hostd's reports: the applier gets the new credential first, beside
+// the one in use; the reader only after the applier confirmed; the old one
+// is retired only after the reader confirmed, by the applier's next apply.
 func TestRotationDrivenToTheEnd(t *testing.T) {
 	ctx := context.Background()
 	const secret = "postgres-database.gitea@n2.db"
@@ -76,19 +80,20 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 		return out
 	}
 	reconcile()
-	if ver, _ := secretVersion(t, m, "n1", secret); ver != 1 {
-		t.Fatalf("applier starts at version %d", ver)
+	if ver, _ := secretVersion(t, m, "n1", secret); !slices.Equal(ver, []uint64{1}) {
+		t.Fatalf("applier starts at versions %v", ver)
 	}
 
 	if _, err := v.Client.Rotate(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	// Applying: the applier (n1) gets version 2, the reader (n2) keeps 1.
+	// Applying: the applier (n1) gets version 2 beside 1, the reader (n2)
+	// keeps 1.
 	reconcile()
 	v1, g1 := secretVersion(t, m, "n1", secret)
 	v2, g2 := secretVersion(t, m, "n2", secret)
-	if v1 != 2 || v2 != 1 {
-		t.Fatalf("applying: applier has version %d, reader %d; want 2 and 1", v1, v2)
+	if !slices.Equal(v1, []uint64{1, 2}) || !slices.Equal(v2, []uint64{1}) {
+		t.Fatalf("applying: applier has versions %v, reader %v; want [1 2] and [1]", v1, v2)
 	}
 	if ro := rotationOf(t, v, secret); ro == nil || ro.Phase != client.PhaseApplying {
 		t.Fatalf("rotation %+v, want applying", ro)
@@ -107,8 +112,8 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 		t.Fatalf("confirmed %+v, want n1's apply", out.Confirmed)
 	}
 	v2, g2 = secretVersion(t, m, "n2", secret)
-	if v2 != 2 {
-		t.Fatalf("reading: reader has version %d, want 2", v2)
+	if !slices.Equal(v2, []uint64{2}) {
+		t.Fatalf("reading: reader has versions %v, want [2]", v2)
 	}
 	if ro := rotationOf(t, v, secret); ro == nil || ro.Phase != client.PhaseReading {
 		t.Fatalf("rotation %+v, want reading", ro)
@@ -124,8 +129,18 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 		t.Fatalf("rotation %+v, want retiring", ro)
 	}
 
-	// The applier's next successful apply retires the old credential.
+	// The applier now holds only version 2 and is told to retire the old
+	// credential. A report of the declaration before does not confirm it:
+	// the step has not run with it.
+	v1, g1After := secretVersion(t, m, "n1", secret)
+	if !slices.Equal(v1, []uint64{2}) || g1After == g1 {
+		t.Fatalf("retiring: applier has versions %v at generation %d (was %d), want [2] in a new one", v1, g1After, g1)
+	}
 	applied(t, m, "n1", g1)
+	if out := reconcile(); len(out.Confirmed) != 0 {
+		t.Fatalf("confirmed %+v from the applier's report of the reading phase", out.Confirmed)
+	}
+	applied(t, m, "n1", g1After)
 	out = reconcile()
 	if len(out.Confirmed) != 1 || out.Confirmed[0].Phase != client.PhaseRetiring || out.Confirmed[0].Version != 1 {
 		t.Fatalf("confirmed %+v, want n1 retiring version 1", out.Confirmed)
@@ -137,8 +152,8 @@ func TestRotationDrivenToTheEnd(t *testing.T) {
 	// node with that node's own identity (the value is never printed).
 	var plain [][]byte
 	for _, node := range []string{"n1", "n2"} {
-		if ver, _ := secretVersion(t, m, node, secret); ver != 2 {
-			t.Errorf("node %s ends at version %d", node, ver)
+		if ver, _ := secretVersion(t, m, node, secret); !slices.Equal(ver, []uint64{2}) {
+			t.Errorf("node %s ends at versions %v", node, ver)
 		}
 		var d declaration.Declaration
 		json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d)
