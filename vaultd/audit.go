@@ -32,6 +32,9 @@ type entry struct {
 	Error      string   `json:"error,omitempty"`
 	// sync asks for the line to be on disk before the answer (a change).
 	sync bool
+	// items, when set, are written instead of this entry: a batch's one
+	// line per secret.
+	items []entry
 }
 
 func openAudit(dir string) (*auditLog, error) {
@@ -42,18 +45,24 @@ func openAudit(dir string) (*auditLog, error) {
 	return &auditLog{f: f}, nil
 }
 
-func (a *auditLog) write(e entry) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
+// write appends es, one line each, in one write; synced when any asks.
+func (a *auditLog) write(es ...entry) error {
+	var b []byte
+	sync := false
+	for _, e := range es {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, line...), '\n')
+		sync = sync || e.sync
 	}
-	b = append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, err := a.f.Write(b); err != nil {
 		return fmt.Errorf("write the audit log: %w", err)
 	}
-	if e.sync {
+	if sync {
 		return a.f.Sync()
 	}
 	return nil

@@ -228,6 +228,38 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		e.Version = resp.Version
 		return resp, nil
 	})
+	h("POST /v1/seal-batch", func(r *http.Request, e *entry) (any, error) {
+		var req client.SealBatchRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		results, err := v.SealBatch(r.Context(), req.Requests)
+		if err != nil {
+			for _, sr := range req.Requests {
+				e.Names = append(e.Names, auditNames(sr.Name)...)
+			}
+			return nil, err
+		}
+		// One audit line per secret, as if each had been sealed alone.
+		resp := client.SealBatchResponse{Items: make([]client.SealBatchItem, len(results))}
+		for i, res := range results {
+			sr := req.Requests[i]
+			line := *e
+			line.items = nil
+			line.Names, line.Recipients = auditNames(sr.Name), auditRecipients(slices.Concat(sr.Appliers, sr.Recipients))
+			if res.Err != nil {
+				body := errorBody(res.Err)
+				line.Outcome, line.Error, line.sync = body.Code, body.Error, true
+				resp.Items[i] = client.SealBatchItem{Error: &body, Status: status(body.Code)}
+				logRefusal(opts, e.Op, e.UID, body, res.Err)
+			} else {
+				line.Version = res.Response.Version
+				resp.Items[i].Sealed = res.Response
+			}
+			e.items = append(e.items, line)
+		}
+		return resp, nil
+	})
 	h("POST /v1/put", func(r *http.Request, e *entry) (any, error) {
 		var req client.PutRequest
 		if err := decode(r, &req); err != nil {
@@ -335,7 +367,11 @@ func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions,
 		e.Outcome, e.Error = client.CodeOf(err), err.Error()
 		e.sync = true
 	}
-	if aerr := v.audit.write(e); aerr != nil {
+	lines := []entry{e}
+	if err == nil && e.items != nil {
+		lines = e.items
+	}
+	if aerr := v.audit.write(lines...); aerr != nil {
 		// An unaudited answer is not given.
 		opts.Log.Error("audit", "err", aerr)
 		out, err = nil, fmt.Errorf("vaultd cannot write its audit log: %w", aerr)
@@ -343,22 +379,34 @@ func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions,
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
-		body := client.ErrorBody{Code: client.CodeOf(err), Error: err.Error()}
-		var h interface{ Hint() string }
-		if errors.As(err, &h) {
-			body.Hint = h.Hint()
-		}
-		if body.Code == client.CodeInternal {
-			opts.Log.Error("request failed", "op", e.Op, "err", err)
-		} else {
-			opts.Log.Info("request refused", "op", e.Op, "uid", e.UID, "code", body.Code, "err", err)
-		}
+		body := errorBody(err)
+		logRefusal(opts, e.Op, e.UID, body, err)
 		w.WriteHeader(status(body.Code))
 		json.NewEncoder(w).Encode(body)
 		return
 	}
 	if err := json.NewEncoder(w).Encode(out); err != nil {
 		opts.Log.Warn("write response", "op", e.Op, "err", err)
+	}
+}
+
+// errorBody is what a caller is told of err: its code, its message (which
+// never carries a value) and its hint.
+func errorBody(err error) client.ErrorBody {
+	body := client.ErrorBody{Code: client.CodeOf(err), Error: err.Error()}
+	var h interface{ Hint() string }
+	if errors.As(err, &h) {
+		body.Hint = h.Hint()
+	}
+	return body
+}
+
+// logRefusal logs a failed or refused request (or batch item).
+func logRefusal(opts ServeOptions, op string, uid int, body client.ErrorBody, err error) {
+	if body.Code == client.CodeInternal {
+		opts.Log.Error("request failed", "op", op, "err", err)
+	} else {
+		opts.Log.Info("request refused", "op", op, "uid", uid, "code", body.Code, "err", err)
 	}
 }
 

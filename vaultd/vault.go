@@ -16,6 +16,7 @@
 //
 //	GET  /v1/recipient                   the vault's own age recipient
 //	POST /v1/seal                        make if absent, seal to each recipient
+//	POST /v1/seal-batch                  many seals, their records written at once
 //	POST /v1/put                         an operator's value (sealed to the vault)
 //	POST /v1/adopt                       genesis's first secrets (sealed to the vault)
 //	POST /v1/rotate                      start a rotation
@@ -27,7 +28,8 @@
 //	GET  /v1/generation                  a token that changes with every write
 //
 // Every request is audited (DIR/audit.log, one JSON line: time, uid, pid or
-// TLS peer, route, names, recipients, version, outcome).
+// TLS peer, route, names, recipients, version, outcome); a batch seal with
+// one line per secret.
 //
 // Nothing vaultd writes outside its store carries a value: not its log, not
 // its audit log, not an error, not an HTTP error body.

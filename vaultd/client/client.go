@@ -10,6 +10,8 @@
 // what it must hold now as age ciphertext. The same version sealed to the
 // same recipient is the same bytes every time (vaultd keeps the ciphertext),
 // so an unchanged mesh commits nothing. The caller never sees a plaintext.
+// [Client.SealBatch] seals many secrets in one request and one durable
+// write: what a reconcile making every secret of a new mesh uses.
 //
 // # Delivering values
 //
@@ -158,6 +160,45 @@ func (c *Client) Seal(ctx context.Context, req SealRequest) (*SealResponse, erro
 		return nil, err
 	}
 	return &r, nil
+}
+
+// SealBatch seals many secrets in one request, each as [Client.Seal] would
+// (at most [MaxSealBatch], each naming a different secret). vaultd writes
+// the records they change together, with one pair of fsyncs for the whole
+// batch, so a reconcile making thousands of secrets pays for a few writes
+// instead of one per secret. Every record is durable before the answer.
+//
+// It returns one result per request, in order. A request vaultd refuses
+// alone (a bad name, an operator's value not delivered yet) is that
+// result's Err, an [*Error] wrapping the sentinel as [Client.Seal] would
+// return; the others are answered. The error is non-nil only when the
+// batch as a whole failed (transport, a refused caller, a malformed batch,
+// vaultd's store), and then no result is returned: records may or may not
+// have been written, and sealing again is safe (the same version sealed to
+// the same recipient is the same bytes).
+func (c *Client) SealBatch(ctx context.Context, reqs []SealRequest) ([]SealResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	var r SealBatchResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/seal-batch", SealBatchRequest{Requests: reqs}, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Items) != len(reqs) {
+		return nil, fmt.Errorf("vaultd /v1/seal-batch: %d answers to %d requests", len(r.Items), len(reqs))
+	}
+	out := make([]SealResult, len(reqs))
+	for i, it := range r.Items {
+		switch {
+		case it.Error != nil:
+			out[i].Err = &Error{Status: it.Status, Code: it.Error.Code, Message: it.Error.Error, HintText: it.Error.Hint}
+		case it.Sealed != nil:
+			out[i].Response = it.Sealed
+		default:
+			return nil, fmt.Errorf("vaultd /v1/seal-batch: answer %d is empty", i)
+		}
+	}
+	return out, nil
 }
 
 // Put stores an operator's value; req.Ciphertext is the value sealed to

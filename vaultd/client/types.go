@@ -367,3 +367,39 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	Hint  string `json:"hint,omitempty"`
 }
+
+// MaxSealBatch is the most seal requests one [Client.SealBatch] may carry.
+const MaxSealBatch = 1024
+
+// SealBatchRequest asks vaultd to seal many secrets at once
+// (POST /v1/seal-batch): each as a [SealRequest] would, with the records
+// they change written together.
+type SealBatchRequest struct {
+	// Requests are at most [MaxSealBatch] seal requests, each naming a
+	// different secret.
+	Requests []SealRequest `json:"requests"`
+}
+
+// SealBatchResponse answers a [SealBatchRequest]: one item per request, in
+// the same order.
+type SealBatchResponse struct {
+	Items []SealBatchItem `json:"items"`
+}
+
+// SealBatchItem is the answer to one request of a batch: Sealed, or Error
+// with the HTTP status a single seal would have answered. It never
+// carries a value.
+type SealBatchItem struct {
+	Sealed *SealResponse `json:"sealed,omitempty"`
+	Error  *ErrorBody    `json:"error,omitempty"`
+	Status int           `json:"status,omitempty"`
+}
+
+// SealResult is one secret's outcome in [Client.SealBatch]: Response, or
+// Err, the [*Error] vaultd answered for that secret alone (errors.Is works
+// as for [Client.Seal]: an operator's value not delivered yet is
+// [ErrNotDelivered]).
+type SealResult struct {
+	Response *SealResponse
+	Err      error
+}
