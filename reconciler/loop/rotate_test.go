@@ -93,7 +93,7 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	// retires the first only once gitea moved.
 	holds := func(want string) {
 		t.Helper()
-		if got := rotationView(t, m, secret); got != want {
+		if got := rotationView(t, m, secret, "n1", "n2", "gitea__n2"); got != want {
 			t.Fatalf("rendered\n%s\nwant\n%s", got, want)
 		}
 	}
@@ -125,10 +125,11 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	}
 }
 
-// rotationView says what the lab's node branches deliver of the per-consumer
-// secret of gitea@n2: the logins (and versions) postgres on n1 ensures and
-// retires, and the login and version gitea on n2 presents.
-func rotationView(t *testing.T, m *meshtest.Mesh, secret string) string {
+// rotationView says what the lab's node branches deliver of gitea's
+// per-consumer secret: the logins (and versions) postgres on node db
+// ensures and retires, and the login and version gitea (whose identity
+// login is login) on node app presents.
+func rotationView(t *testing.T, m *meshtest.Mesh, secret, db, app, login string) string {
 	t.Helper()
 	decl := func(node string) declaration.Declaration {
 		var d declaration.Declaration
@@ -142,9 +143,9 @@ func rotationView(t *testing.T, m *meshtest.Mesh, secret string) string {
 		Credentials []struct{ Login, SecretFile string }
 		Retire      []struct{ Login string }
 	}
-	for _, r := range decl("n1").Resources {
+	for _, r := range decl(db).Resources {
 		switch {
-		case r.ID == "postgres/mesh.consumer.gitea__n2.db.json":
+		case r.ID == "postgres/mesh.consumer."+login+".db.json":
 			if err := json.Unmarshal([]byte(r.File.Content), &info); err != nil {
 				t.Fatal(err)
 			}
@@ -162,15 +163,80 @@ func rotationView(t *testing.T, m *meshtest.Mesh, secret string) string {
 	if len(retires) == 0 {
 		retires = []string{"-"}
 	}
-	var login string
+	var presents string
 	var read uint64
-	for _, r := range decl("n2").Resources {
+	for _, r := range decl(app).Resources {
 		if r.Container != nil && r.ID == "gitea/server" {
-			login = r.Container.Env["GITEA__database__USER"]
+			presents = r.Container.Env["GITEA__database__USER"]
 		}
-		if r.File != nil && r.File.Secret != nil && r.File.Secret.Name == secret {
+		if r.ID == "gitea/db-password" {
 			read = r.File.Secret.Version
 		}
 	}
-	return fmt.Sprintf("n1 ensures %s, retires %s; n2 reads %s=%d", strings.Join(ensures, " "), strings.Join(retires, " "), login, read)
+	return fmt.Sprintf("%s ensures %s, retires %s; %s reads %s=%d", db, strings.Join(ensures, " "), strings.Join(retires, " "), app, presents, read)
+}
+
+// TestRotationOnANodeBothProviderAndConsumer: with gitea on postgres's
+// node, that node holds the per-consumer secret in both roles. Its postgres
+// ensures the second login while its gitea keeps reading the first, and
+// gitea's read is confirmed only once the node applied a declaration whose
+// gitea reads the new one: holding it as the applier is no read.
+func TestRotationOnANodeBothProviderAndConsumer(t *testing.T) {
+	const secret = "postgres-database.gitea@n1.db"
+	m := newMesh(t)
+	meshtest.Git(t, m.Work, "mv", "assignments/n2/gitea.yaml", "assignments/n1/gitea.yaml")
+	m.Push(t, "gitea moves to its database's node")
+	v := vaulttest.Start(t)
+	signer := testSigner(t)
+	once := func() *Outcome {
+		t.Helper()
+		got := runOnce(t, m, v, signer, nil)
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		return got.out
+	}
+	applied := func() {
+		var d declaration.Declaration
+		if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n1:declaration.json")), &d); err != nil {
+			t.Fatal(err)
+		}
+		m.PushReport(t, "n1", []byte(fmt.Sprintf(`{"mesh":"lab","node":"n1","generation":%d,"attempted":%d,"source":"x","time":%q}`,
+			d.Generation, d.Generation, time.Now().UTC().Format(time.RFC3339Nano))))
+	}
+	view := func(want string) {
+		t.Helper()
+		if got := rotationView(t, m, secret, "n1", "n1", "gitea__n1"); got != want {
+			t.Fatalf("rendered\n%s\nwant\n%s", got, want)
+		}
+	}
+	once()
+	if _, err := v.Client.Rotate(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	once()
+	view("n1 ensures gitea__n1=1 gitea__n1__b=2, retires -; n1 reads gitea__n1=1")
+	var phases []string
+	for _, want := range []string{
+		"n1 ensures gitea__n1=1 gitea__n1__b=2, retires -; n1 reads gitea__n1__b=2",
+		"n1 ensures gitea__n1__b=2, retires gitea__n1; n1 reads gitea__n1__b=2",
+		"n1 ensures gitea__n1__b=2, retires -; n1 reads gitea__n1__b=2",
+	} {
+		applied()
+		out := once()
+		if len(out.Confirmed) != 1 {
+			t.Fatalf("one apply of n1 confirmed %+v, want one step", out.Confirmed)
+		}
+		phases = append(phases, string(out.Confirmed[0].Phase))
+		view(want)
+		// Until n1 applies what was just rendered, nothing more is
+		// confirmed: in the reading phase, n1 already holds the new
+		// value as gitea's provider, but its gitea does not read it yet.
+		if out := once(); len(out.Confirmed) != 0 {
+			t.Fatalf("confirmed %+v with no new apply of n1", out.Confirmed)
+		}
+	}
+	if want := []string{"applying", "reading", "retiring"}; !slices.Equal(phases, want) {
+		t.Fatalf("confirmed %v, want %v", phases, want)
+	}
 }
