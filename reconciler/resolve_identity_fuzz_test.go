@@ -3,7 +3,9 @@ package reconciler
 import "testing"
 
 // FuzzDeriveIdentity: for any two different assignments, the logins differ
-// and the names differ, and every login fits the tightest backend.
+// and the names differ, every login and second login fits the tightest
+// backend, and no second login is another assignment's login or second
+// login.
 func FuzzDeriveIdentity(f *testing.F) {
 	seeds := [][4]string{
 		{"a-b", "c", "a", "b-c"},
@@ -11,6 +13,9 @@ func FuzzDeriveIdentity(f *testing.F) {
 		{"a--b", "c", "a", "-b-c"},
 		{"mosquitto-exporter", "node-eu-west-17", "mosquitto-exporter", "node-eu-west-18"},
 		{"x", "y", "x_", "y"},
+		{"m", "x", "m", "x-b"},
+		{"m", "x-b", "m", "x"},
+		{"store", "a-very-long-node-name-for-this", "store", "a-very-long-node-name-for-thi"},
 	}
 	for _, s := range seeds {
 		f.Add(s[0], s[1], s[2], s[3])
@@ -18,8 +23,10 @@ func FuzzDeriveIdentity(f *testing.F) {
 	f.Fuzz(func(t *testing.T, m1, n1, m2, n2 string) {
 		a, b := DeriveIdentity(m1, n1), DeriveIdentity(m2, n2)
 		for _, id := range []Identity{a, b} {
-			if len(id.Login) > LoginMaxLen || !validLogin(id.Login) {
-				t.Fatalf("login %q does not fit", id.Login)
+			for _, l := range []string{id.Login, SlotLogin(id.Login, "b")} {
+				if len(l) > LoginMaxLen || !validLogin(l) {
+					t.Fatalf("login %q does not fit", l)
+				}
 			}
 			if len(id.Name) > NameMaxLen || id.Name == "" {
 				t.Fatalf("name %q does not fit", id.Name)
@@ -33,6 +40,14 @@ func FuzzDeriveIdentity(f *testing.F) {
 		}
 		if a.Login == b.Login {
 			t.Fatalf("%s@%s and %s@%s share login %q", m1, n1, m2, n2, a.Login)
+		}
+		for _, l := range []string{a.Login, SlotLogin(a.Login, "b")} {
+			if l == SlotLogin(b.Login, "b") || l == b.Login {
+				t.Fatalf("%s@%s and %s@%s share login %q", m1, n1, m2, n2, l)
+			}
+		}
+		if SlotLogin(a.Login, "b") == a.Login {
+			t.Fatalf("%s@%s: its second login is its first", m1, n1)
 		}
 		if a.Name == b.Name {
 			t.Fatalf("%s@%s and %s@%s share name %q", m1, n1, m2, n2, a.Name)

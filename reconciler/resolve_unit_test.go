@@ -233,13 +233,18 @@ func TestDeriveIdentity(t *testing.T) {
 		{strings.Repeat("x", 63), "n1"}, {strings.Repeat("x", 63), "n2"},
 		{"mosquitto-exporter", "node-eu-west-17"}, {"mosquitto-exporter", "node-eu-west-18"},
 		{"9lives", "n1"}, {"Upper", "n1"},
+		// A second login "m__x__b" must not be m@x-b's login "m__x_b".
+		{"m", "x"}, {"m", "x-b"}, {"m", "x--b"},
 	}
 	logins, names := map[string]string{}, map[string]string{}
 	for _, p := range pairs {
 		id := DeriveIdentity(p[0], p[1])
 		who := p[0] + "@" + p[1]
-		if len(id.Login) > LoginMaxLen || !validLogin(id.Login) {
-			t.Errorf("%s: login %q does not fit: at most %d bytes of [a-z0-9_] starting with a letter", who, id.Login, LoginMaxLen)
+		second := SlotLogin(id.Login, "b")
+		for _, l := range []string{id.Login, second} {
+			if len(l) > LoginMaxLen || !validLogin(l) {
+				t.Errorf("%s: login %q does not fit: at most %d bytes of [a-z0-9_] starting with a letter", who, l, LoginMaxLen)
+			}
 		}
 		if len(id.Name) > NameMaxLen {
 			t.Errorf("%s: name %q is longer than %d", who, id.Name, NameMaxLen)
@@ -250,7 +255,10 @@ func TestDeriveIdentity(t *testing.T) {
 		if other, dup := names[id.Name]; dup {
 			t.Errorf("%s and %s share name %q", who, other, id.Name)
 		}
-		logins[id.Login], names[id.Name] = who, who
+		if other, dup := logins[second]; dup || second == id.Login {
+			t.Errorf("%s's second login %q is %s's", who, second, other)
+		}
+		logins[id.Login], logins[second], names[id.Name] = who, who+" (second)", who
 	}
 }
 
