@@ -23,6 +23,12 @@ func (v *countingVault) Seal(ctx context.Context, req client.SealRequest) (*clie
 	return v.Client.Seal(ctx, req)
 }
 
+// SealBatch counts each secret of the batch as one seal.
+func (v *countingVault) SealBatch(ctx context.Context, reqs []client.SealRequest) ([]client.SealResult, error) {
+	v.seals.Add(int64(len(reqs)))
+	return v.Client.SealBatch(ctx, reqs)
+}
+
 // TestSealCache: an unchanged mesh asks vaultd for its status, not for
 // every secret again; a rotation, a new recipient or a new version is asked
 // again.

@@ -17,7 +17,7 @@ import (
 // sealed is every secret's ciphertext per node, and where each goes.
 type sealed struct {
 	index      reconciler.SealedMap
-	ciphertext map[string][]byte // by reconciler.SealedKey
+	ciphertext map[string][]byte // by node and path on its branch
 	// asked is, per secret, what was asked of vaultd and what it answered.
 	asked map[string]askedSeal
 	// undelivered names the operator secrets vaultd has not been given
@@ -30,6 +30,25 @@ type askedSeal struct {
 	resp *client.SealResponse
 }
 
+// BatchSealer is a [Vault] that seals many secrets in one request and one
+// durable write; *client.Client is one. The loop asks vaultd in batches
+// when its Vault is one, and one secret per request otherwise. It is found
+// with a type assertion, as [Rotator] is, so a Vault that only seals (a
+// test's counting wrapper, another implementation) keeps working
+// unchanged.
+type BatchSealer interface {
+	SealBatch(ctx context.Context, reqs []client.SealRequest) ([]client.SealResult, error)
+}
+
+// Seals sent to a [BatchSealer]: sealBatchSize secrets per request (a
+// request's records cost vaultd one pair of fsyncs, whatever their
+// number), sealBatchesInFlight requests at once, so vaultd seals one batch
+// while it writes another.
+const (
+	sealBatchSize       = 256
+	sealBatchesInFlight = 3
+)
+
 // seal asks vaultd for every secret the resolution needs, sealed to its
 // recipients' age keys (nodes/<n>.yaml), all at once per secret: vaultd
 // records the complete list of parties each time. The same version sealed to
@@ -37,6 +56,10 @@ type askedSeal struct {
 // nothing. An operator secret vaultd answers is not delivered yet is no
 // failure: it is listed in undelivered, and the caller resolves again with
 // its consumers waiting.
+//
+// What the cache answers is not asked again; the rest is asked in batches
+// of sealBatchSize when the Vault is a [BatchSealer], else one request per
+// secret on SealWorkers workers.
 func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
 	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}, undelivered: map[string]bool{}}
 	held := map[string]*client.SecretStatus{}
@@ -47,20 +70,52 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	}
 	var mu sync.Mutex
 	errs := make([]error, len(res.Secrets))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range r.opts.SealWorkers {
-		wg.Go(func() {
-			for i := range work {
-				errs[i] = r.sealOne(ctx, repo, res.Secrets[i], held[res.Secrets[i].Name], out, &mu)
+	// Every request is built, and answered from the cache when it can be.
+	asks := make([]*sealAsk, len(res.Secrets))
+	parallel(len(res.Secrets), r.opts.SealWorkers, func(i int) {
+		need := res.Secrets[i]
+		a, err := sealRequest(repo, need)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		if resp, ok := r.cache.get(a.req, held[need.Name]); ok {
+			errs[i] = out.answer(&mu, need, a, resp)
+			return
+		}
+		asks[i] = a
+	})
+	var todo []int
+	for i, a := range asks {
+		if a != nil {
+			todo = append(todo, i)
+		}
+	}
+	if bs, ok := r.opts.Vault.(BatchSealer); ok {
+		batches := slices.Collect(slices.Chunk(todo, sealBatchSize))
+		parallel(len(batches), sealBatchesInFlight, func(b int) {
+			batch := batches[b]
+			reqs := make([]client.SealRequest, len(batch))
+			for j, i := range batch {
+				reqs[j] = asks[i].req
+			}
+			results, err := bs.SealBatch(ctx, reqs)
+			for j, i := range batch {
+				need := res.Secrets[i]
+				if err != nil {
+					errs[i] = fmt.Errorf("seal secret %q: %w", need.Name, err)
+					continue
+				}
+				errs[i] = r.answered(&mu, out, need, asks[i], results[j].Response, results[j].Err)
 			}
 		})
+	} else {
+		parallel(len(todo), r.opts.SealWorkers, func(j int) {
+			i := todo[j]
+			resp, err := r.opts.Vault.Seal(ctx, asks[i].req)
+			errs[i] = r.answered(&mu, out, res.Secrets[i], asks[i], resp, err)
+		})
 	}
-	for i := range res.Secrets {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 	for i, err := range errs {
 		if err != nil && res.Secrets[i].Spec.Operator && errors.Is(err, client.ErrNotDelivered) {
 			out.undelivered[res.Secrets[i].Name] = true
@@ -73,7 +128,34 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	return out, nil
 }
 
-func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconciler.SecretNeed, held *client.SecretStatus, out *sealed, mu *sync.Mutex) error {
+// parallel calls fn(i) for every i below n on at most workers goroutines.
+func parallel(n, workers int, fn func(i int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i := range work {
+				fn(i)
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+}
+
+// sealAsk is one secret's request to vaultd, and the age recipient of each
+// of its nodes.
+type sealAsk struct {
+	req         client.SealRequest
+	recipientOf map[string]string
+}
+
+// sealRequest builds what vaultd is asked for need: its spec and the
+// complete lists of its appliers and readers.
+func sealRequest(repo *schema.Repo, need reconciler.SecretNeed) (*sealAsk, error) {
 	// The loader refused a maxAge that is not a positive duration.
 	maxAge, _ := time.ParseDuration(need.Spec.MaxAge)
 	req := client.SealRequest{Name: need.Name, Spec: client.Spec{
@@ -86,7 +168,7 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 	for _, rc := range need.Recipients {
 		node, ok := repo.Nodes[rc.Node]
 		if !ok || node.Recipient == "" {
-			return fmt.Errorf("seal secret %q: node %q has no age recipient in nodes/%s.yaml: enrol it with `hostd init`", need.Name, rc.Node, rc.Node)
+			return nil, fmt.Errorf("seal secret %q: node %q has no age recipient in nodes/%s.yaml: enrol it with `hostd init`", need.Name, rc.Node, rc.Node)
 		}
 		recipientOf[rc.Node] = node.Recipient
 		key := string(rc.Role) + "\x00" + node.Recipient
@@ -100,22 +182,30 @@ func (r *Reconciler) sealOne(ctx context.Context, repo *schema.Repo, need reconc
 			req.Recipients = append(req.Recipients, node.Recipient)
 		}
 	}
-	resp, ok := r.cache.get(req, held)
-	if !ok {
-		var err error
-		resp, err = r.opts.Vault.Seal(ctx, req)
-		if errors.Is(err, client.ErrNotDelivered) {
-			return fmt.Errorf("secret %q is an operator's value not delivered yet: deliver it with `meshgen vault put %s`: %w", need.Name, need.Name, err)
-		}
-		if err != nil {
-			return fmt.Errorf("seal secret %q: %w", need.Name, err)
-		}
-		r.cache.put(req, resp)
+	return &sealAsk{req: req, recipientOf: recipientOf}, nil
+}
+
+// answered takes vaultd's answer to a (its response, or the error it
+// answered for that secret alone): it remembers the response in the cache
+// and records what each node holds.
+func (r *Reconciler) answered(mu *sync.Mutex, out *sealed, need reconciler.SecretNeed, a *sealAsk, resp *client.SealResponse, err error) error {
+	if errors.Is(err, client.ErrNotDelivered) {
+		return fmt.Errorf("secret %q is an operator's value not delivered yet: deliver it with `meshgen vault put %s`: %w", need.Name, need.Name, err)
 	}
+	if err != nil {
+		return fmt.Errorf("seal secret %q: %w", need.Name, err)
+	}
+	r.cache.put(a.req, resp)
+	return out.answer(mu, need, a, resp)
+}
+
+// answer records what was asked for need and what vaultd answered, and
+// what each of its nodes holds, under mu.
+func (s *sealed) answer(mu *sync.Mutex, need reconciler.SecretNeed, a *sealAsk, resp *client.SealResponse) error {
 	mu.Lock()
 	defer mu.Unlock()
-	out.asked[need.Name] = askedSeal{req: req, resp: resp}
-	return out.hold(need, resp, recipientOf)
+	s.asked[need.Name] = askedSeal{req: a.req, resp: resp}
+	return s.hold(need, resp, a.recipientOf)
 }
 
 // sealCache remembers what vaultd sealed, so a reconcile where nothing
