@@ -40,7 +40,9 @@
 //   - The mesh's identity of an assignment is [DeriveIdentity]: a login of at
 //     most [LoginMaxLen] bytes of [a-z0-9_] and a name, collision-free. In a
 //     contract with a per-consumer secret, a string field the provision
-//     neither states nor answers is the consumer's login.
+//     neither states nor answers is the consumer's login: the login of the
+//     credential slot it reads now ([SlotLogin]), so login and password move
+//     together through a rotation.
 //   - A public name is an operator value of type hostname: one assignment in
 //     the mesh holds it (the last resolution's holder, else the first in
 //     order), and any other asking for it is refused, naming the holder.
@@ -51,12 +53,23 @@
 //   - Secrets are named "<module>@<node>.<requirement>" (a module's own) and
 //     "<provision>.<consumer>.<requirement>" (per consumer; sealed to the
 //     provider's node, which applies it, and the consumer's, which reads it).
-//     Their ciphertexts are at [SealedPath].
+//     Their ciphertexts are at [SealedPath] (a derived form at
+//     [DerivedPath]), one file a version, as [SealedSecrets] says each node
+//     holds them in each role ([Held]).
 //   - A provider serving per-consumer secrets gets, under
 //     <root>/<module>/.mesh/consumers, one JSON file per consumer (its
-//     identity) and the secret, mounted read-only at [ConsumersMount] into
-//     its run-once steps, which name them under restartOn: a new consumer or
-//     a new secret version runs the provisioner again.
+//     identity, every credential it ensures now and the logins it retires)
+//     and a file for each password and derived form, mounted read-only at
+//     [ConsumersMount] into its run-once steps, which name them under
+//     restartOn: a new consumer, a new secret version or a rotation's next
+//     step runs the provisioner again.
+//   - A rotation (design 27, "Rotation"): over two credentials, the provider
+//     ensures the second login (slot b, "<login>__b") beside the first
+//     before the consumer is given it, and disables the old one only after
+//     the consumer moved; in place, an applied secret's new value is staged
+//     at "<path>.next" beside the one in use until the provisioner
+//     confirmed it. [DeliveredBy] says what a node's applied declaration
+//     delivers, which the loop confirms rotation steps from.
 //   - A container is named [ContainerName]; a resource's ID is
 //     "<module>/<resource>".
 package reconciler
