@@ -154,7 +154,8 @@ func (h *Host) removeSecretFile(p string) (removal, error) {
 	}
 	if err := h.confine(p); err != nil {
 		if errors.Is(err, ErrPathPolicy) {
-			return removal{left: fmt.Sprintf("left alone, not followed: %v (put the directory back, or remove the file by hand)", err)}, nil
+			where := strings.TrimPrefix(err.Error(), ErrPathPolicy.Error()+": ")
+			return removal{left: fmt.Sprintf("left alone, not followed: %s, outside the node's roots (put the directory back, or remove the file by hand)", where)}, nil
 		}
 		return removal{}, err
 	}
