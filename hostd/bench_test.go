@@ -70,3 +70,28 @@ func BenchmarkNoopApply(b *testing.B) {
 		}
 	}
 }
+
+// The end of a rotation on a node holding 50 secret files: a generation that
+// stages a next value of each (written, timer stopped), then one that no
+// longer declares them: 50 files removed after a complete apply.
+func BenchmarkRotationEndRemovesSecretFiles(b *testing.B) {
+	f := newFixture(b, fixtureOptions{})
+	var current, staged []declaration.Resource
+	var secrets []sealed
+	for i := 0; i < 50; i++ {
+		cur, next := f.seal(fmt.Sprintf("s%d", i), 1, fmt.Sprintf("pw-%d", i)), f.seal(fmt.Sprintf("s%d-next", i), 2, fmt.Sprintf("pw-next-%d", i))
+		secrets = append(secrets, cur, next)
+		r := secretRes(fmt.Sprintf("m/s%d", i), f.path(fmt.Sprintf("s/%d", i)), cur)
+		current = append(current, r)
+		staged = append(staged, r, secretRes(fmt.Sprintf("m/s%d-next", i), f.path(fmt.Sprintf("s/%d.next", i)), next))
+	}
+	f.mustApply(f.decl(current...), secrets...)
+	for b.Loop() {
+		b.StopTimer()
+		f.mustApply(f.decl(staged...), secrets...)
+		b.StartTimer()
+		if rep := f.mustApply(f.decl(current...), secrets...); len(rep.RemovedFiles) != 50 {
+			b.Fatalf("removed %d files, want 50", len(rep.RemovedFiles))
+		}
+	}
+}

@@ -202,6 +202,22 @@ func TestUndeclaredSecretFiles(t *testing.T) {
 			files:     map[string]string{"token": one},
 		}},
 	}, {
+		name: "a secret path a declared container still mounts stays",
+		gens: []gen{{
+			resources: func(f *fixture, s map[string]sealed) []declaration.Resource {
+				return []declaration.Resource{secretRes("m/token", f.path("token"), s["one"]),
+					ctrRes("m/app", declaration.Container{Name: f.cname("app"), Command: sleeper,
+						Mounts: []declaration.Mount{{Source: f.path("token"), Target: "/run/secrets/token", ReadOnly: true}}})}
+			},
+			files: map[string]string{"token": one},
+		}, {
+			resources: func(f *fixture, s map[string]sealed) []declaration.Resource {
+				return []declaration.Resource{ctrRes("m/app", declaration.Container{Name: f.cname("app"), Command: sleeper,
+					Mounts: []declaration.Mount{{Source: f.path("token"), Target: "/run/secrets/token", ReadOnly: true}}})}
+			},
+			files: map[string]string{"token": one},
+		}},
+	}, {
 		name: "a secret path that becomes a directory stays",
 		gens: []gen{{
 			resources: func(f *fixture, s map[string]sealed) []declaration.Resource {
