@@ -2,8 +2,10 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -125,5 +127,230 @@ func TestAMissingIdentityIsNotReplaced(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "identity")); !os.IsNotExist(err) {
 		t.Fatal("a new identity was made beside records it cannot open")
+	}
+}
+
+// records reads every record of the store in dir (opened and closed here),
+// as the newest data of each key.
+func records(t *testing.T, dir string) []string {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got []string
+	if err := s.All(func(b []byte) error { got = append(got, string(b)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(got)
+	return got
+}
+
+func files(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, "records"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestGroupWrites: a write of many records is one file; a key's newest
+// entry wins across files; a file whose every entry was superseded goes.
+func TestGroupWrites(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first []Entry
+	for i := range 100 {
+		first = append(first, Entry{Key: fmt.Sprintf("k%03d", i), Data: []byte(fmt.Sprintf(`{"name":"k%03d","v":1}`, i))})
+	}
+	steps := []struct {
+		name    string
+		entries []Entry
+		files   int
+	}{
+		{"a batch of 100 is one file", first, 1},
+		{"a single record beside it", []Entry{{Key: "single", Data: []byte(`{"name":"single","v":1}`)}}, 2},
+		{"replacing some of the batch keeps its file", []Entry{{Key: "k000", Data: []byte(`{"name":"k000","v":2}`)}, {Key: "k001", Data: []byte(`{"name":"k001","v":2}`)}}, 3},
+		{"replacing the single removes its file", []Entry{{Key: "single", Data: []byte(`{"name":"single","v":2}`)}}, 3},
+		{"replacing k000 and k001 again removes the earlier pair's file", []Entry{{Key: "k000", Data: []byte(`{"name":"k000","v":3}`)}, {Key: "k001", Data: []byte(`{"name":"k001","v":3}`)}}, 3},
+	}
+	want := map[string]string{}
+	for _, st := range steps {
+		if err := s.Write(st.entries); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		for _, e := range st.entries {
+			want[e.Key] = string(e.Data)
+		}
+		if got := files(t, dir); len(got) != st.files {
+			t.Fatalf("%s: files %v, want %d", st.name, got, st.files)
+		}
+	}
+	// Replacing every remaining entry of the first batch removes it.
+	var rest []Entry
+	for _, e := range first[2:] {
+		rest = append(rest, Entry{Key: e.Key, Data: []byte(`{"name":"` + e.Key + `","v":2}`)})
+		want[e.Key] = `{"name":"` + e.Key + `","v":2}`
+	}
+	if err := s.Write(rest); err != nil {
+		t.Fatal(err)
+	}
+	if got := files(t, dir); len(got) != 3 {
+		t.Fatalf("after replacing the first batch: files %v, want 3", got)
+	}
+	if err := s.Write([]Entry{{Key: "a", Data: []byte("1")}, {Key: "a", Data: []byte("2")}}); err == nil || !strings.Contains(err.Error(), `key "a" appears twice`) {
+		t.Fatalf("a write naming a key twice: %v", err)
+	}
+	s.Close()
+	var wantAll []string
+	for _, v := range want {
+		wantAll = append(wantAll, v)
+	}
+	sort.Strings(wantAll)
+	if got := records(t, dir); strings.Join(got, "|") != strings.Join(wantAll, "|") {
+		t.Fatalf("read back %d records, want %d:\n%v\n%v", len(got), len(wantAll), got, wantAll)
+	}
+}
+
+// TestAnInterruptedRemovalIsRedone leaves what a crash after a write but
+// before the removal of the file it superseded leaves: the older file is
+// read as older, and removed on the next start.
+func TestAnInterruptedRemovalIsRedone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write([]Entry{{Key: "a", Data: []byte("a1")}, {Key: "b", Data: []byte("b1")}}); err != nil {
+		t.Fatal(err)
+	}
+	old := files(t, dir)
+	saved, err := os.ReadFile(filepath.Join(dir, "records", old[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write([]Entry{{Key: "a", Data: []byte("a2")}, {Key: "b", Data: []byte("b2")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if got := files(t, dir); len(got) != 1 || got[0] == old[0] {
+		t.Fatalf("files %v: the superseded one is still there", got)
+	}
+	// The crash: the superseded file is back.
+	if err := os.WriteFile(filepath.Join(dir, "records", old[0]), saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, dir); strings.Join(got, ",") != "a2,b2" {
+		t.Fatalf("records %v, want the newer a2,b2", got)
+	}
+	if got := files(t, dir); len(got) != 1 || got[0] == old[0] {
+		t.Fatalf("files %v: the superseded one was not removed on start", got)
+	}
+}
+
+// TestRecordsOfAnOlderVaultd reads a one-record file an older vaultd wrote
+// (records/<sha256 of the key>, the record itself encrypted) and replaces it
+// with the first write of its key.
+func TestRecordsOfAnOlderVaultd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"old-a", "old-b"} {
+		var buf bytes.Buffer
+		w, err := age.Encrypt(&buf, s.Recipient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(`{"name":"` + k + `"}`))
+		w.Close()
+		if err := os.WriteFile(filepath.Join(dir, "records", legacyName(k)), buf.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if got := records(t, dir); strings.Join(got, ",") != `{"name":"old-a"},{"name":"old-b"}` {
+		t.Fatalf("records %v", got)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("old-a", []byte(`{"name":"old-a","v":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if got := files(t, dir); len(got) != 2 || slices.Contains(got, legacyName("old-a")) || !slices.Contains(got, legacyName("old-b")) {
+		t.Fatalf("files %v: want old-a's one-record file replaced, old-b's kept", got)
+	}
+	if got := records(t, dir); strings.Join(got, ",") != `{"name":"old-a","v":2},{"name":"old-b"}` {
+		t.Fatalf("records %v", got)
+	}
+}
+
+// TestAStrangeFileIsRefused: a file in records/ that is neither a group
+// nor an older vaultd's record stops the start, naming it, rather than
+// being ignored or removed.
+func TestAStrangeFileIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put("a", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, tt := range []struct{ name, content, want string }{
+		{"notes.txt", "hello", "notes.txt is not a record file"},
+		{groupName(99), "not age", "record file " + groupName(99)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(dir, "records", tt.name)
+			if err := os.WriteFile(p, []byte(tt.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(p)
+			s, err := Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.All(func([]byte) error { return nil }); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeGroupRefusesDamage(t *testing.T) {
+	good := encodeGroup([]Entry{{Key: "a", Data: []byte("data")}})
+	for _, tt := range []struct {
+		name string
+		in   []byte
+	}{
+		{"no magic", []byte("a group")},
+		{"cut short", good[:len(good)-1]},
+		{"a key without data", good[:len(groupMagic)+2]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := decodeGroup(tt.in); err == nil {
+				t.Fatal("damage not found")
+			}
+		})
+	}
+	got, err := decodeGroup(good)
+	if err != nil || len(got) != 1 || got[0].Key != "a" || string(got[0].Data) != "data" {
+		t.Fatalf("round trip: %v %v", got, err)
 	}
 }
