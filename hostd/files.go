@@ -149,8 +149,11 @@ func (a *applier) file(r *declaration.Resource) (declaration.Outcome, string, er
 
 // claim records, before a secret is written to its path, that the path is
 // hostd's secret file (state.SecretFiles), so no crash can leave a secret on
-// disk that hostd does not know to remove. Create-once files and files with
-// inline content are never claimed: they may be data a service edits.
+// disk that hostd does not know to remove. A write that fails after the
+// claim leaves the path claimed: the declaration gave it to a secret, so
+// whatever is there is the mesh's to replace or, once undeclared, remove.
+// Create-once files and files with inline content are never claimed: they
+// may be data a service edits.
 func (a *applier) claim(r *declaration.Resource) error {
 	f := r.File
 	if f.Secret == nil || f.CreateOnce || a.st.SecretFiles[f.Path] == r.ID {
