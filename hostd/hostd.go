@@ -5,11 +5,11 @@
 // branch status/<name>.
 //
 // The phases live in their own files: [Host.Fetch] (fetch.go), [Verify]
-// (verify.go), decrypt.go, [Host.Apply] (apply.go, files.go, container.go, remove.go),
-// record.go, push.go, run.go. Use [Init] once on a node to make its age
-// identity, [New] to build a [Host] from a [Config] ([LoadConfig] reads the
-// local file), then [Host.Once] for one poll-and-apply or [Host.Run] for the
-// loop. Containers run through a [Runtime]; [podman.Podman] is the real one.
+// (verify.go), decrypt.go, [Host.Apply] (apply.go, files.go, container.go,
+// remove.go), record.go, push.go, run.go. Use [Init] once on a node to make
+// its age identity, [New] to build a [Host] from a [Config] ([LoadConfig]
+// reads the local file), then [Host.Once] for one poll-and-apply or
+// [Host.Run] for the loop. Containers run through a [Runtime]; [podman.Podman] is the real one.
 //
 // # What hostd accepts
 //
