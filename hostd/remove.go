@@ -26,12 +26,12 @@ import (
 // named. A container gated by the failure still runs as an earlier
 // generation made it, with that generation's mounts. podman resolves a bind
 // mount's source at each start, so removing a file it mounts would make its
-// next restart fail. The retired value stays on disk only while applies
-// fail. Meanwhile the report lists it in LeftFiles, on status/<node> and in
-// hostd_secret_files_left, and a retired credential no longer
-// authenticates (design 27, "Rotation"). A node leaving the mesh gets a
-// declaration with no resources. No resource of it can fail, so its secrets
-// go on the first apply that can observe its containers.
+// next restart fail. So a value a rotation retired or abandoned (design 27,
+// "Rotation") stays on disk only while applies fail, and never silently: the
+// report lists it in LeftFiles (on status/<node>, in `hostd status`) and the
+// textfile counts it in hostd_secret_files_left. A node leaving the mesh gets
+// a declaration with no resources. No resource of it can fail, so its
+// secrets go on the first apply that can observe its containers.
 
 // removeUndeclared removes the containers hostd made for this node (labelled
 // with its mesh and node) that the declaration no longer names: a module
