@@ -42,17 +42,19 @@ func normalize(spec client.Spec) (client.Spec, error) {
 	if spec.Rotation == "" {
 		spec.Rotation = client.OneParty
 	}
+	// What a caller sent in the wrong field is not echoed: it could be a
+	// value pasted in the wrong place (like an invalid name).
 	switch {
 	case spec.Length < 8 || spec.Length > maxLength:
 		return spec, refuse(client.ErrBadRequest, "", "length %d is outside 8..%d", spec.Length, maxLength)
 	case alphabets[spec.Alphabet] == "":
-		return spec, refuse(client.ErrBadRequest, "", "unknown alphabet %q (want alnum, hex or base64url)", spec.Alphabet)
+		return spec, refuse(client.ErrBadRequest, "", "unknown alphabet (%d bytes; want alnum, hex or base64url)", len(spec.Alphabet))
 	case spec.Format != "" && spec.Format != client.FormatMosquittoPBKDF2 && spec.Format != client.FormatBcrypt:
-		return spec, refuse(client.ErrBadRequest, "", "unknown format %q (want mosquitto-pbkdf2 or bcrypt)", spec.Format)
+		return spec, refuse(client.ErrBadRequest, "", "unknown format (%d bytes; want mosquitto-pbkdf2 or bcrypt)", len(spec.Format))
 	case spec.Format == client.FormatBcrypt && spec.Length > bcryptMaxLength:
 		return spec, refuse(client.ErrBadRequest, "", "length %d is too long for bcrypt, which reads at most %d bytes", spec.Length, bcryptMaxLength)
 	case spec.Rotation != client.OneParty && spec.Rotation != client.TwoParty:
-		return spec, refuse(client.ErrBadRequest, "", "unknown rotation %q (want one-party or two-party)", spec.Rotation)
+		return spec, refuse(client.ErrBadRequest, "", "unknown rotation (%d bytes; want one-party or two-party)", len(spec.Rotation))
 	case spec.MaxAge < 0:
 		return spec, refuse(client.ErrBadRequest, "", "negative maxAge")
 	}
@@ -108,5 +110,5 @@ func derive(format string, value []byte) (string, error) {
 		}
 		return string(h), nil
 	}
-	return "", refuse(client.ErrBadRequest, "", "unknown format %q", format)
+	return "", refuse(client.ErrBadRequest, "", "unknown format (%d bytes)", len(format))
 }

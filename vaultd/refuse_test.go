@@ -116,21 +116,11 @@ func (f *fixture) cases() []refusalCase {
 			return err
 		}
 	}
-	r := []string{reader}
-	return []refusalCase{
-		{"bad name", seal(client.SealRequest{Name: "../etc/passwd", Recipients: r}), client.ErrBadRequest, "secret name is not valid (13 bytes)"},
-		{"empty name", seal(client.SealRequest{Name: "", Recipients: r}), client.ErrBadRequest, "is not valid"},
-		{"too short", seal(client.SealRequest{Name: "x", Spec: client.Spec{Length: 4}, Recipients: r}), client.ErrBadRequest, "length 4 is outside 8..1024"},
-		{"bad alphabet", seal(client.SealRequest{Name: "x", Spec: client.Spec{Alphabet: "emoji"}, Recipients: r}), client.ErrBadRequest, `unknown alphabet "emoji"`},
-		{"bad format", seal(client.SealRequest{Name: "x", Spec: client.Spec{Format: "md5"}, Recipients: r}), client.ErrBadRequest, `unknown format "md5"`},
-		{"bcrypt too long", seal(client.SealRequest{Name: "x", Spec: client.Spec{Format: client.FormatBcrypt, Length: 100}, Recipients: r}), client.ErrBadRequest, "too long for bcrypt"},
-		{"bad rotation", seal(client.SealRequest{Name: "x", Spec: client.Spec{Rotation: "three-party"}, Recipients: r}), client.ErrBadRequest, `unknown rotation "three-party"`},
-		{"no recipients", seal(client.SealRequest{Name: "x"}), client.ErrBadRequest, "no recipients"},
-		{"not a recipient", seal(client.SealRequest{Name: "x", Recipients: []string{"ssh-ed25519 AAAA"}}), client.ErrBadRequest, "a recipient (16 bytes) is not an age X25519 recipient"},
-		{"not a node", seal(client.SealRequest{Name: "x", Recipients: []string{stranger}}), client.ErrRefusedRecipient, "recipient " + stranger + " is not a node of the mesh"},
-		{"applier not a node", seal(client.SealRequest{Name: "two", Appliers: []string{stranger}, Recipients: r}), client.ErrRefusedRecipient, "is not a node of the mesh"},
-		{"operator value not delivered", seal(client.SealRequest{Name: "smtp", Spec: client.Spec{Operator: true}, Recipients: r}), client.ErrNotDelivered, `"smtp" is an operator's value and has not been delivered yet`},
-		{"kind change mid-rotation", seal(client.SealRequest{Name: "two", Spec: client.Spec{Rotation: client.OneParty}, Recipients: r}), client.ErrConflict, "rotation kind changes"},
+	var out []refusalCase
+	for _, sr := range f.sealRefusals() {
+		out = append(out, refusalCase{sr.name, seal(sr.req), sr.want, sr.msg})
+	}
+	return append(out, []refusalCase{
 		{"rotate unknown", rotate("nothing"), client.ErrNotFound, `secret "nothing" does not exist`},
 		{"rotate operator's", rotate("external"), client.ErrOperatorValue, "an operator delivers a new value with meshgen vault put"},
 		{"rotate not rotatable", rotate("frozen"), client.ErrNotRotatable, `secret "frozen" is not rotatable: taken at first initialisation only`},
@@ -160,6 +150,35 @@ func (f *fixture) cases() []refusalCase {
 			_, err := c.Adopt(ctx, client.AdoptRequest{Secrets: []client.AdoptSecret{{Name: "g2", Spec: client.Spec{Operator: true}, Ciphertext: ct}}})
 			return err
 		}, client.ErrBadRequest, "not an operator's"},
+	}...)
+}
+
+// sealRefusal is a seal request vaultd must refuse, and how: alone
+// ([Client.Seal]) or in a batch ([Client.SealBatch]).
+type sealRefusal struct {
+	name string
+	req  client.SealRequest
+	want error
+	msg  string
+}
+
+func (f *fixture) sealRefusals() []sealRefusal {
+	reader, stranger := f.reader.Recipient().String(), f.stranger.Recipient().String()
+	r := []string{reader}
+	return []sealRefusal{
+		{"bad name", client.SealRequest{Name: "../etc/passwd", Recipients: r}, client.ErrBadRequest, "secret name is not valid (13 bytes)"},
+		{"empty name", client.SealRequest{Name: "", Recipients: r}, client.ErrBadRequest, "is not valid"},
+		{"too short", client.SealRequest{Name: "x", Spec: client.Spec{Length: 4}, Recipients: r}, client.ErrBadRequest, "length 4 is outside 8..1024"},
+		{"bad alphabet", client.SealRequest{Name: "x", Spec: client.Spec{Alphabet: "emoji"}, Recipients: r}, client.ErrBadRequest, "unknown alphabet (5 bytes; want alnum, hex or base64url)"},
+		{"bad format", client.SealRequest{Name: "x", Spec: client.Spec{Format: "md5"}, Recipients: r}, client.ErrBadRequest, "unknown format (3 bytes; want mosquitto-pbkdf2 or bcrypt)"},
+		{"bcrypt too long", client.SealRequest{Name: "x", Spec: client.Spec{Format: client.FormatBcrypt, Length: 100}, Recipients: r}, client.ErrBadRequest, "too long for bcrypt"},
+		{"bad rotation", client.SealRequest{Name: "x", Spec: client.Spec{Rotation: "three-party"}, Recipients: r}, client.ErrBadRequest, "unknown rotation (11 bytes; want one-party or two-party)"},
+		{"no recipients", client.SealRequest{Name: "x"}, client.ErrBadRequest, "no recipients"},
+		{"not a recipient", client.SealRequest{Name: "x", Recipients: []string{"ssh-ed25519 AAAA"}}, client.ErrBadRequest, "a recipient (16 bytes) is not an age X25519 recipient"},
+		{"not a node", client.SealRequest{Name: "x", Recipients: []string{stranger}}, client.ErrRefusedRecipient, "recipient " + stranger + " is not a node of the mesh"},
+		{"applier not a node", client.SealRequest{Name: "two", Appliers: []string{stranger}, Recipients: r}, client.ErrRefusedRecipient, "is not a node of the mesh"},
+		{"operator value not delivered", client.SealRequest{Name: "smtp", Spec: client.Spec{Operator: true}, Recipients: r}, client.ErrNotDelivered, `"smtp" is an operator's value and has not been delivered yet`},
+		{"kind change mid-rotation", client.SealRequest{Name: "two", Spec: client.Spec{Rotation: client.OneParty}, Recipients: r}, client.ErrConflict, "rotation kind changes"},
 	}
 }
 

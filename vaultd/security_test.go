@@ -105,6 +105,39 @@ func TestNoValueInAnyOutput(t *testing.T) {
 		}
 		answers.WriteString(ce.Message + "\n" + ce.Hint() + "\n")
 	}
+	// The same refusals in a batch, beside new secrets whose values are
+	// looked for too.
+	batch := []client.SealRequest{
+		{Name: "batch-a", Recipients: []string{f.reader.Recipient().String()}},
+		{Name: "batch-b", Spec: client.Spec{Format: client.FormatBcrypt, Rotation: client.TwoParty}, Appliers: []string{f.prov.Recipient().String()}, Recipients: []string{f.reader.Recipient().String()}},
+	}
+	for _, c := range f.sealRefusals() {
+		batch = append(batch, c.req)
+	}
+	results, err := d.client.SealBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, res := range results {
+		if i < 2 {
+			if res.Err != nil {
+				t.Fatalf("%s: %v", batch[i].Name, res.Err)
+			}
+			for _, s := range res.Response.Sealed {
+				id := f.reader
+				if s.Recipient == f.prov.Recipient().String() {
+					id = f.prov
+				}
+				values = append(values, vaulttest.Open(t, id, s.Ciphertext))
+			}
+			continue
+		}
+		ce, ok := res.Err.(*client.Error)
+		if !ok {
+			t.Fatalf("batch item %d: %v, want a refusal", i, res.Err)
+		}
+		answers.WriteString(ce.Message + "\n" + ce.Hint() + "\n")
+	}
 	// Malformed requests, raw.
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", d.sock)
@@ -116,6 +149,9 @@ func TestNoValueInAnyOutput(t *testing.T) {
 		{"POST", "/v1/put", `{"name":"x","ciphertext":"` + base64.StdEncoding.EncodeToString(values[2]) + `"}`},
 		{"POST", "/v1/put", `{"name":"x","ciphertext":"not base64"}`},
 		{"POST", "/v1/seal", `{"name":"x","unknown":1}`},
+		{"POST", "/v1/seal-batch", "{not json " + string(values[0])},
+		{"POST", "/v1/seal-batch", `{"requests":"` + string(values[0]) + `"}`},
+		{"POST", "/v1/seal-batch", `{"requests":[{"name":"x","recipients":"` + string(values[1]) + `"}]}`},
 		{"POST", "/v1/seal", `{"name":5}`},
 		{"GET", "/v1/seal", ""},
 		{"GET", "/v2/everything", ""},
@@ -130,6 +166,23 @@ func TestNoValueInAnyOutput(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode < 400 {
 			t.Fatalf("%s %s answered %s", r.method, r.path, resp.Status)
+		}
+		answers.Write(b)
+	}
+	// Refused batch items are answered with 200 and an error per item.
+	for _, body := range []string{
+		`{"requests":[{"name":"x","recipients":["` + string(values[0]) + `"]}]}`,
+		`{"requests":[{"name":"` + string(values[1]) + `!","recipients":["` + f.reader.Recipient().String() + `"]}]}`,
+		`{"requests":[{"name":"x","recipients":["` + f.reader.Recipient().String() + `"],"spec":{"alphabet":"` + string(values[2]) + `"}}]}`,
+	} {
+		resp, err := hc.Post("http://vaultd/v1/seal-batch", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(b, []byte(`"error":{"code":"bad-request"`)) {
+			t.Fatalf("batch item not refused: %s", resp.Status)
 		}
 		answers.Write(b)
 	}
@@ -150,7 +203,7 @@ func TestNoValueInAnyOutput(t *testing.T) {
 		return nil
 	})
 	audit := sources[filepath.Join(d.dir, "audit.log")]
-	for _, want := range []string{`"op":"POST /v1/rotate","names":["frozen"]`, `"outcome":"not-rotatable"`, `"op":"POST /v1/seal","names":["two"]`, `"op":"GET (no such endpoint)"`} {
+	for _, want := range []string{`"op":"POST /v1/rotate","names":["frozen"]`, `"outcome":"not-rotatable"`, `"op":"POST /v1/seal","names":["two"]`, `"op":"GET (no such endpoint)"`, `"op":"POST /v1/seal-batch","names":["batch-b"]`, `"op":"POST /v1/seal-batch","names":["(invalid name)"]`} {
 		if !bytes.Contains(audit, []byte(want)) {
 			t.Fatalf("the audit log does not record %s:\n%s", want, audit)
 		}
