@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +276,150 @@ func TestStoreIsEncryptedAtRest(t *testing.T) {
 	}
 	if !strings.HasPrefix(string(b), "age-encryption.org/v1\n") || bytes.Contains(b, value) || bytes.Contains(b, []byte("visible-name-xyz")) {
 		t.Fatal("a record is not age-encrypted at rest")
+	}
+}
+
+// TestKill9DuringBatches kills the real vaultd with SIGKILL while several
+// clients seal batches of new secrets, and restarts it: every batch that
+// was answered is there, sealing to the same bytes; every batch that was
+// not is there whole or not at all (one group write), each of its secrets
+// either absent or a whole value; the generation never went back; no
+// interrupted write is left behind.
+func TestKill9DuringBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "vault")
+	sockDir := shortDir(t)
+	node := vaulttest.NewNode(t)
+	const size = 40
+	acked := map[string][]byte{} // name: ciphertext answered
+	var unanswered [][]string
+	var last client.Generation
+	for round := range 4 {
+		d := startDaemon(t, dir, sockDir, &syncBuffer{})
+		// Answered batches survived; unanswered ones are all or nothing.
+		st, err := d.client.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held := map[string]bool{}
+		for _, s := range st.Secrets {
+			held[s.Name] = true
+		}
+		whole := 0
+		for _, batch := range unanswered {
+			n := 0
+			for _, name := range batch {
+				if held[name] {
+					n++
+				}
+			}
+			if n != 0 && n != len(batch) {
+				t.Fatalf("round %d: %d of the %d secrets of a batch killed mid-write are there", round, n, len(batch))
+			}
+			if n > 0 {
+				whole++
+			}
+			for _, name := range batch {
+				if !held[name] {
+					continue
+				}
+				resp, err := d.client.Seal(ctx, client.SealRequest{Name: name, Recipients: recipients(node)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v := vaulttest.Open(t, node, resp.Sealed[0].Ciphertext); len(v) != 32 || resp.Version != 1 {
+					t.Fatalf("round %d: %s is there but not whole (version %d, %d bytes)", round, name, resp.Version, len(v))
+				}
+			}
+		}
+		if round > 0 {
+			t.Logf("round %d: %d batches unanswered at the kill: %d written whole, the rest not at all", round, len(unanswered), whole)
+		}
+		unanswered = nil
+		var names []string
+		for name := range acked {
+			names = append(names, name)
+		}
+		for chunk := range slices.Chunk(names, client.MaxSealBatch) {
+			reqs := make([]client.SealRequest, len(chunk))
+			for i, name := range chunk {
+				reqs[i] = client.SealRequest{Name: name, Recipients: recipients(node)}
+			}
+			res, err := d.client.SealBatch(ctx, reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range res {
+				if r.Err != nil || !bytes.Equal(r.Response.Sealed[0].Ciphertext, acked[chunk[i]]) {
+					t.Fatalf("round %d: %s, answered before the kill, is lost or changed: %v", round, chunk[i], r.Err)
+				}
+			}
+		}
+		g, err := d.client.Generation(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round > 0 && (g.Epoch != last.Epoch || g.Counter < last.Counter) {
+			t.Fatalf("round %d: generation %s after kill -9, %s was answered before", round, g, last)
+		}
+		if tmp, _ := filepath.Glob(filepath.Join(dir, "records", ".*")); len(tmp) != 0 {
+			t.Fatalf("round %d: interrupted writes left behind: %v", round, tmp)
+		}
+
+		enough := make(chan struct{})
+		var once sync.Once
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					batch := make([]string, size)
+					reqs := make([]client.SealRequest, size)
+					for j := range batch {
+						batch[j] = fmt.Sprintf("r%d-w%d-b%d-%d", round, w, i, j)
+						reqs[j] = client.SealRequest{Name: batch[j], Recipients: recipients(node)}
+					}
+					mu.Lock()
+					unanswered = append(unanswered, batch)
+					mu.Unlock()
+					res, err := d.client.SealBatch(ctx, reqs)
+					if err != nil {
+						return // killed
+					}
+					g, gerr := d.client.Generation(ctx)
+					mu.Lock()
+					unanswered = slices.DeleteFunc(unanswered, func(b []string) bool { return b[0] == batch[0] })
+					for j, r := range res {
+						if r.Err != nil {
+							t.Errorf("%s: %v", batch[j], r.Err)
+							continue
+						}
+						acked[batch[j]] = r.Response.Sealed[0].Ciphertext
+					}
+					if gerr == nil && g.Counter > last.Counter {
+						last = g
+					}
+					if len(acked) >= 6*size*(round+1) {
+						once.Do(func() { close(enough) })
+					}
+					mu.Unlock()
+					if gerr != nil {
+						return // killed
+					}
+				}
+			})
+		}
+		stopped := make(chan struct{})
+		go func() { wg.Wait(); close(stopped) }()
+		select {
+		case <-enough:
+		case <-stopped:
+			t.Fatalf("round %d: every writer failed before the kill:\n%s", round, d.out.Bytes())
+		}
+		d.kill() // while batches are mid-request
+		<-stopped
+		if len(unanswered) == 0 {
+			t.Logf("round %d: no batch was in flight at the kill", round)
+		}
 	}
 }
