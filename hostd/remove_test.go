@@ -2,13 +2,17 @@ package hostd
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
 )
@@ -593,5 +597,98 @@ func editState(t *testing.T, f *fixture, edit func(*state)) {
 	edit(st)
 	if err := f.host.saveState(st); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A hostd killed (SIGKILL) while it removes secret files leaves a state the
+// next hostd finishes from. The node holds 300 recorded secret files that the
+// new generation no longer declares; hostd, as its own process, is killed as
+// soon as the first is gone. Wherever the kill lands, the state loads, and a
+// fresh hostd removes what is left, forgets every record, and reports each
+// path removed.
+func TestKilledWhileRemovingSecretFiles(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	f.mustApply(f.decl(fileRes("m/conf", f.path("app.conf"), "a")))
+	var paths []string
+	editState(t, f, func(st *state) {
+		for i := range 300 {
+			p := f.path(fmt.Sprintf("secrets/%03d", i))
+			paths = append(paths, p)
+			st.SecretFiles[p] = fmt.Sprintf("m/s%03d", i)
+		}
+	})
+	if err := os.MkdirAll(f.path("secrets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		writeTestFile(t, p, "pw-killed-8d02ce")
+	}
+	if err := f.host.Adopt(f.branch(f.decl(fileRes("m/conf", f.path("app.conf"), "a")))); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := f.path("../hostd.json")
+	cfg, _ := json.Marshal(f.cfg)
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Lstat(paths[0]); os.IsNotExist(err) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	st, err := f.host.loadState()
+	if err != nil {
+		t.Fatalf("the state after the kill does not load: %v", err)
+	}
+	var recorded []string
+	for p := range st.SecretFiles {
+		if !slices.Contains(paths, p) {
+			t.Fatalf("an unknown path %s is recorded", p)
+		}
+		recorded = append(recorded, p)
+	}
+	slices.Sort(recorded)
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil && !slices.Contains(recorded, p) {
+			t.Fatalf("%s is still there and no longer recorded", p)
+		}
+	}
+
+	again := exec.Command(os.Args[0])
+	again.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	out, err := again.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
+	}
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Fatalf("%s is still there after the apply that followed the kill: %v", p, err)
+		}
+	}
+	if st, err = f.host.loadState(); err != nil || len(st.SecretFiles) != 0 || st.Generation != 2 {
+		t.Fatalf("state after: %v, %d secret files recorded, generation %d", err, len(st.SecretFiles), st.Generation)
+	}
+	rep, err := f.host.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every path still recorded after the kill is reported removed, those
+	// the killed hostd removed too: its report was never written.
+	if !slices.Equal(rep.RemovedFiles, recorded) {
+		t.Fatalf("the report lists %d removed, %d were recorded after the kill", len(rep.RemovedFiles), len(recorded))
+	}
+	if readFile(t, f.path("app.conf")) != "a" {
+		t.Fatal("the content file changed")
 	}
 }
