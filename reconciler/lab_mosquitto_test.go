@@ -1,6 +1,9 @@
 package reconciler
 
 import (
+	"bufio"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,62 +55,97 @@ func TestLabMosquittoAccountsRendered(t *testing.T) {
 	}
 }
 
-// TestLabMosquittoCreatesTheAccounts runs the lab's mosquitto provisioner,
-// as rendered for n1 serving sensor@n3, against a real broker with the
-// Dynamic Security plugin, seeded as the init step seeds it: the consumer
-// gets an account that logs in and publishes and subscribes under its
-// login; running it again changes nothing; a new password replaces the old.
-func TestLabMosquittoCreatesTheAccounts(t *testing.T) {
-	needTools(t, "mosquitto", "mosquitto_ctrl", "mosquitto_pub", "mosquitto_sub")
+// broker is a real mosquitto broker with the Dynamic Security plugin,
+// seeded as the init step seeds it.
+type broker struct {
+	dir, port string
+	// admin is the admin client's password.
+	admin string
+	log   *strings.Builder
+}
+
+func startMosquitto(t *testing.T) *broker {
+	t.Helper()
 	plugin := "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
 	if _, err := os.Stat(plugin); err != nil {
 		t.Skipf("the Dynamic Security plugin is not installed: %v", err)
 	}
-	d := renderDir(t, labWithBusConsumer(t))["n1"]
-	step := checkProvisioner(t, d, "mosquitto/accounts", "mosquitto/broker", "sensor__n3.bus")
-
-	dir := nobodysDir(t)
-	admin := secretValue()
-	dynsec := filepath.Join(dir, "dynamic-security.json")
-	if out, err := asNobody("mosquitto_ctrl", "dynsec", "init", dynsec, "admin", admin).CombinedOutput(); err != nil {
+	b := &broker{dir: nobodysDir(t), admin: secretValue()}
+	dynsec := filepath.Join(b.dir, "dynamic-security.json")
+	if out, err := asNobody("mosquitto_ctrl", "dynsec", "init", dynsec, "admin", b.admin).CombinedOutput(); err != nil {
 		t.Fatalf("seed the admin: %v\n%s", err, out)
 	}
-	port := freePort(t)
-	conf := filepath.Join(dir, "mosquitto.conf")
-	writeFile(t, conf, "per_listener_settings false\nlistener "+port+" 127.0.0.1\nplugin "+plugin+"\nplugin_opt_config_file "+dynsec+"\n", 0o644)
-	brokerLog := startServer(t, asNobody("mosquitto", "-c", conf))
+	b.port = freePort(t)
+	conf := filepath.Join(b.dir, "mosquitto.conf")
+	writeFile(t, conf, "per_listener_settings false\nlistener "+b.port+" 127.0.0.1\nplugin "+plugin+"\nplugin_opt_config_file "+dynsec+"\n", 0o644)
+	b.log = startServer(t, asNobody("mosquitto", "-c", conf))
+	return b
+}
 
-	consumers := filepath.Join(dir, "consumers")
-	writeConsumers(t, d, step, consumers)
-	password := filepath.Join(consumers, "sensor__n3.bus.password")
-	run := stepRun{
+// accountsStep returns how to run the rendered mosquitto/accounts step
+// against b, with the consumers' files in consumers.
+func (b *broker) accountsStep(step *declaration.Container, consumers string) stepRun {
+	return stepRun{
 		step:  step,
 		binds: map[string]string{ConsumersMount: consumers},
-		env:   map[string]string{"BROKER_HOST": "127.0.0.1", "BROKER_PORT": port, "MOSQUITTO_ADMIN_PASSWORD": admin},
+		env:   map[string]string{"BROKER_HOST": "127.0.0.1", "BROKER_PORT": b.port, "MOSQUITTO_ADMIN_PASSWORD": b.admin},
 	}
+}
+
+// client runs mosquitto_pub or mosquitto_sub as user with password.
+func (b *broker) client(tool, user, password string, args ...string) (string, error) {
+	args = append([]string{"-h", "127.0.0.1", "-p", b.port, "-u", user, "-P", password}, args...)
+	out, err := exec.Command(tool, args...).CombinedOutput()
+	return string(out), err
+}
+
+// dynsec runs a Dynamic Security command as the admin, whose password is
+// in an options file, and returns its output.
+func (b *broker) dynsec(t *testing.T, args ...string) string {
+	t.Helper()
+	cfg := filepath.Join(b.dir, "ctl")
+	writeFile(t, filepath.Join(cfg, "mosquitto_ctrl"), "-h 127.0.0.1\n-p "+b.port+"\n-u admin\n-P "+b.admin+"\n", 0o600)
+	cmd := exec.Command("mosquitto_ctrl", append([]string{"dynsec"}, args...)...)
+	cmd.Env = []string{"XDG_CONFIG_HOME=" + cfg}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("dynsec %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// TestLabMosquittoCreatesTheAccounts runs the lab's mosquitto provisioner,
+// as rendered for n1 serving sensor@n3, against a real broker with the
+// Dynamic Security plugin, seeded as the init step seeds it: the consumer
+// gets an account that logs in and publishes and subscribes under its
+// login; running it again changes nothing; a new password replaces the old
+// (a secret applied in place).
+func TestLabMosquittoCreatesTheAccounts(t *testing.T) {
+	needTools(t, "mosquitto", "mosquitto_ctrl", "mosquitto_pub", "mosquitto_sub")
+	d := renderDir(t, labWithBusConsumer(t))["n1"]
+	step := checkProvisioner(t, d, "mosquitto/accounts", "mosquitto/broker", "sensor__n3.bus")
+	b := startMosquitto(t)
+
+	consumers := filepath.Join(b.dir, "consumers")
+	writeConsumers(t, d, step, consumers, nil)
+	password := filepath.Join(consumers, "sensor__n3.bus.password")
 	var outputs []string
 	apply := func() {
 		t.Helper()
-		out, err := runStep(t, run)
+		out, err := runStep(t, b.accountsStep(step, consumers))
 		outputs = append(outputs, out)
 		if err != nil {
-			t.Fatalf("mosquitto/accounts: %v\n%s\nbroker:\n%s", err, out, brokerLog)
+			t.Fatalf("mosquitto/accounts: %v\n%s\nbroker:\n%s", err, out, b.log)
 		}
-	}
-	// client runs mosquitto_pub or mosquitto_sub as the sensor.
-	client := func(tool, pw string, args ...string) (string, error) {
-		args = append([]string{"-h", "127.0.0.1", "-p", port, "-u", "sensor__n3", "-P", pw}, args...)
-		out, err := exec.Command(tool, args...).CombinedOutput()
-		return string(out), err
 	}
 	// roundTrip publishes a retained message under the consumer's login and
 	// reads it back, as the consumer; it reports whether it could.
 	roundTrip := func(pw, msg string) bool {
 		t.Helper()
-		if _, err := client("mosquitto_pub", pw, "-t", "sensor__n3/t", "-m", msg, "-r", "-q", "1"); err != nil {
+		if _, err := b.client("mosquitto_pub", "sensor__n3", pw, "-t", "sensor__n3/t", "-m", msg, "-r", "-q", "1"); err != nil {
 			return false
 		}
-		out, _ := client("mosquitto_sub", pw, "-t", "sensor__n3/#", "-C", "1", "-W", "5")
+		out, _ := b.client("mosquitto_sub", "sensor__n3", pw, "-t", "sensor__n3/#", "-C", "1", "-W", "5")
 		return strings.TrimSpace(out) == msg
 	}
 	first := secretValue()
@@ -126,15 +164,184 @@ func TestLabMosquittoCreatesTheAccounts(t *testing.T) {
 	if !roundTrip(second, "three") {
 		t.Fatal("the sensor cannot use its new password")
 	}
-	if _, err := client("mosquitto_pub", first, "-t", "sensor__n3/t", "-m", "x"); err == nil {
+	if _, err := b.client("mosquitto_pub", "sensor__n3", first, "-t", "sensor__n3/t", "-m", "x"); err == nil {
 		t.Fatal("the old password still logs in")
 	}
 	// The account is scoped: it reads nothing outside its login.
-	if out, _ := client("mosquitto_sub", second, "-t", "other/#", "-C", "1", "-W", "2"); !strings.Contains(out, "denied") {
+	if out, _ := b.client("mosquitto_sub", "sensor__n3", second, "-t", "other/#", "-C", "1", "-W", "2"); !strings.Contains(out, "denied") {
 		t.Errorf("the sensor may subscribe outside its login: %q", out)
 	}
 	if !strings.Contains(outputs[0], "sensor__n3") {
 		t.Errorf("the step does not say what it did:\n%s", outputs[0])
 	}
-	noSecretIn(t, append(outputs, brokerLog.String()), admin, first, second)
+	noSecretIn(t, append(outputs, b.log.String()), b.admin, first, second)
+}
+
+// TestLabMosquittoRotatesOverTwoAccounts: a broker account rotates over its
+// two credentials, never without one that works, and the consumer's topics
+// and what was retained under them stay (design 27, "Rotation"). The lab,
+// with sensor@n3 on the bus, is rendered for n1 (mosquitto) and n3 at each
+// phase of the rotation, and the provisioner's step, as rendered, runs
+// against a real broker. After each run, the sensor's username as rendered
+// for it, with the password it reads in that phase, publishes under its
+// login and reads back what it published in every phase before; the new
+// credential works before the sensor is given it; a retired client cannot
+// connect, is disconnected, and is disabled, not deleted. A rotation back
+// to the first slot, and one abandoned before the sensor moved, keep all
+// of that true.
+func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
+	needTools(t, "mosquitto", "mosquitto_ctrl", "mosquitto_pub", "mosquitto_sub")
+	res := resolveDir(t, labWithBusConsumer(t))
+	const secret, login = "mqtt-broker.sensor@n3.bus", "sensor__n3"
+	for _, tt := range []struct {
+		name   string
+		phases []rotationPhase
+	}{
+		{"there and back", fullRotation},
+		{"abandoned", abandonedRotation},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := startMosquitto(t)
+			values := rotationValues()
+			consumers := filepath.Join(b.dir, "consumers")
+			var outputs []string
+			client := func(tool, user, pw string, args ...string) (string, error) {
+				out, err := b.client(tool, user, pw, args...)
+				outputs = append(outputs, out)
+				return out, err
+			}
+			// readsAll reports what user reads under the sensor's topics:
+			// the messages retained there, one for each phase so far.
+			readsAll := func(user, pw string, n int) (string, bool) {
+				t.Helper()
+				out, err := client("mosquitto_sub", user, pw, "-t", login+"/#", "-v", "-C", fmt.Sprint(n), "-W", "10")
+				lines := strings.Split(strings.TrimSpace(out), "\n")
+				slices.Sort(lines)
+				return strings.Join(lines, ","), err == nil
+			}
+			madeB := false // whether slot b's client was made
+			for i, ph := range tt.phases {
+				decls := renderWith(t, res, rotationVault{secret: secret, phase: ph})
+				n1, n3 := decls["n1"], decls["n3"]
+				step := checkProvisioner(t, n1, "mosquitto/accounts", "mosquitto/broker", login+".bus")
+				checkConsumerFile(t, n1, "mosquitto", login+".bus", login, ph)
+
+				// A subscriber connected with the client being retired.
+				var sub func() (int, error)
+				var subOut strings.Builder
+				if ph.retire != "" {
+					prev := tt.phases[i-1].works
+					old := prev[slices.IndexFunc(prev, func(c slotVersion) bool { return c.slot == ph.retire })]
+					sub = subscribe(t, b, SlotLogin(login, old.slot), values[old.version], login+"/#", &subOut)
+				}
+
+				writeConsumers(t, n1, step, consumers, values)
+				for range 2 { // a second run finds everything in place
+					out, err := runStep(t, b.accountsStep(step, consumers))
+					outputs = append(outputs, out)
+					if err != nil {
+						t.Fatalf("%s: mosquitto/accounts: %v\n%s\nbroker:\n%s", ph.name, err, out, b.log)
+					}
+				}
+
+				// The sensor, as rendered for this phase.
+				user, _, _ := strings.Cut(resource(t, n3, "sensor/bus-user").File.Content, "@")
+				version := readVersion(t, n3, "sensor/bus-password", secret)
+				if user != SlotLogin(login, ph.reads.slot) || version != ph.reads.version {
+					t.Fatalf("%s: the sensor presents %s with version %d; want %s version %d",
+						ph.name, user, version, SlotLogin(login, ph.reads.slot), ph.reads.version)
+				}
+				topic := fmt.Sprintf("%s/p%d", login, i)
+				if out, err := client("mosquitto_pub", user, values[version], "-t", topic, "-m", ph.name, "-r", "-q", "1"); err != nil {
+					t.Fatalf("%s: the sensor cannot publish as %s: %v\n%s", ph.name, user, err, out)
+				}
+				var want []string
+				for j, p := range tt.phases[:i+1] {
+					want = append(want, fmt.Sprintf("%s/p%d %s", login, j, p.name))
+				}
+				slices.Sort(want)
+				if got, ok := readsAll(user, values[version], i+1); !ok || got != strings.Join(want, ",") {
+					t.Fatalf("%s: the sensor as %s reads %q, want %q", ph.name, user, got, strings.Join(want, ","))
+				}
+				for _, c := range ph.works {
+					if got, ok := readsAll(SlotLogin(login, c.slot), values[c.version], i+1); !ok || got != strings.Join(want, ",") {
+						t.Fatalf("%s: %s cannot connect as %s and read the sensor's topics: %q", ph.name, c, SlotLogin(login, c.slot), got)
+					}
+				}
+				for _, c := range ph.refused {
+					if out, err := client("mosquitto_pub", SlotLogin(login, c.slot), values[c.version], "-t", topic, "-m", "x"); err == nil {
+						t.Fatalf("%s: %s still connects as %s: %s", ph.name, c, SlotLogin(login, c.slot), out)
+					}
+				}
+
+				// Nothing was deleted: every client made is there with the
+				// sensor's role; a retired one is disabled.
+				madeB = madeB || ph.current.slot == "b" || ph.next != nil && ph.next.slot == "b"
+				clients := []string{login}
+				if madeB {
+					clients = append(clients, SlotLogin(login, "b"))
+				}
+				for _, c := range clients {
+					info := b.dynsec(t, "getClient", c)
+					live := c == SlotLogin(login, ph.current.slot) || ph.next != nil && c == SlotLogin(login, ph.next.slot)
+					if !strings.Contains(info, "Username: "+c) || !strings.Contains(info, " "+login+" (priority") ||
+						strings.Contains(info, "Disabled: true") == live {
+						t.Fatalf("%s: client %s (in use: %v):\n%s", ph.name, c, live, info)
+					}
+				}
+				if got := b.dynsec(t, "listClients"); strings.Count(got, login) != len(clients) {
+					t.Fatalf("%s: clients %q, want admin and %v", ph.name, got, clients)
+				}
+
+				if sub != nil {
+					// The retired client was disconnected, and could not
+					// connect again.
+					code, err := sub()
+					outputs = append(outputs, subOut.String())
+					if err == nil || code == subTimedOut {
+						t.Fatalf("%s: a subscriber connected as the retired %s was not disconnected (exit %d)\n%s", ph.name, SlotLogin(login, ph.retire), code, subOut.String())
+					}
+				}
+				if ph.retire != "" && !strings.Contains(strings.Join(outputs, ""), "account "+SlotLogin(login, ph.retire)+" retired") {
+					t.Fatalf("%s: the step does not say it retired %s", ph.name, SlotLogin(login, ph.retire))
+				}
+			}
+			noSecretIn(t, append(outputs, b.log.String()), append(secretValues(values), b.admin)...)
+		})
+	}
+}
+
+// subTimedOut is mosquitto_sub's exit status when -W ran out.
+const subTimedOut = 27
+
+// subscribe connects a mosquitto_sub as user to topic, once it received a
+// retained message there (so its subscription is in place), and returns a
+// function waiting for it to end: when disconnected and refused, or after
+// two minutes (status subTimedOut) if it is never disconnected.
+func subscribe(t *testing.T, b *broker, user, password, topic string, out *strings.Builder) func() (int, error) {
+	t.Helper()
+	cmd := exec.Command("mosquitto_sub", "-h", "127.0.0.1", "-p", b.port, "-u", user, "-P", password, "-t", topic, "-W", "120")
+	cmd.Stderr = out
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	r := bufio.NewReader(stdout)
+	_, err = r.ReadString('\n')
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, r); close(done) }()
+	wait := func() (int, error) {
+		<-done // every read ends before Wait closes the pipe
+		err := cmd.Wait()
+		return cmd.ProcessState.ExitCode(), err
+	}
+	if err != nil {
+		wait()
+		t.Fatalf("a subscriber as %s received nothing: %v\n%s", user, err, out)
+	}
+	return wait
 }
