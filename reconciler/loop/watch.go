@@ -31,8 +31,8 @@ type WatchOptions struct {
 
 // Watch reconciles now and then after every change of main, of a
 // status/<node> branch (a provider's answer or a confirmation arrives
-// there) or of vaultd's secrets (a version or a rotation's phase: an
-// operator's rotation, a maximum age), until ctx ends. A local bare
+// there) or of vaultd (its change token moved: a put, an operator's
+// rotation, one a maximum age started), until ctx ends. A local bare
 // repository is watched with fsnotify on its refs and packed-refs and looked
 // at every Interval; a remote is polled every Interval. A failed reconcile is
 // logged and retried at the next change or interval; only ctx ends Watch.
@@ -74,7 +74,7 @@ func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
 		}
 		vault, err := r.vaultDigest(ctx)
 		if err != nil {
-			r.log.Error("vault status", "error", err.Error())
+			r.log.Error("look at vaultd", "error", err.Error())
 			return
 		}
 		if refs == lastRefs && vault == lastVault {
@@ -188,17 +188,29 @@ func fingerprint(dir string) (string, error) {
 	return strings.Join(parts, "\n"), err
 }
 
-// vaultDigest names the state of vaultd's secrets that changes what is
-// sealed: each secret's version and rotation phase. A vault that is not a
+// vaultDigest names the state of vaultd that changes what is sealed. A
+// vault offering a change token ([generationer], vaultd's GET
+// /v1/generation) is named by it: a few bytes that move with every record
+// vaultd writes (a put, a rotation started by an operator or by a maximum
+// age, a confirmation) and never go back, so an idle watch asks vaultd for
+// no secret's status. A vault without one is named by each secret's version
+// and rotation phase, from its whole status. A vault that is not a
 // [Rotator] has none.
 func (r *Reconciler) vaultDigest(ctx context.Context) (string, error) {
+	if gen, ok := r.opts.Vault.(generationer); ok {
+		g, err := gen.Generation(ctx)
+		if err != nil {
+			return "", fmt.Errorf("vault generation: %w", err)
+		}
+		return generationPrint(g), nil
+	}
 	rot, ok := r.opts.Vault.(Rotator)
 	if !ok {
 		return "", nil
 	}
 	st, err := rot.Status(ctx)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("vault status: %w", err)
 	}
 	h := sha256.New()
 	for _, s := range st.Secrets {
