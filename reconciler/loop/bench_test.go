@@ -207,6 +207,20 @@ func BenchmarkOneShot(b *testing.B) {
 			}
 		}
 	})
+	// What a skip, and each look of --watch, asks of vaultd instead of
+	// vault-status: its change token alone.
+	b.Run("vault-generation", func(b *testing.B) {
+		defer benchcpu.Report(b)()
+		for b.Loop() {
+			g, err := v.Client.Generation(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if generationPrint(g) == "" {
+				b.Fatal("an empty change token")
+			}
+		}
+	})
 }
 
 // benchRepo commits m to main of a new bare repository, each node with its
