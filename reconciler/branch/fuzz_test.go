@@ -14,20 +14,22 @@ func FuzzCommitMessage(f *testing.F) {
 		gen     uint64
 		source  string
 		content string
+		removed bool
 	}{
-		{"n1", 1, strings.Repeat("a", 40), strings.Repeat("b", 64)},
-		{"web-01", 18446744073709551615, "0123456789abcdef0123456789abcdef01234567", ""},
-		{"n", 0, "x", "y"},
+		{"n1", 1, strings.Repeat("a", 40), strings.Repeat("b", 64), false},
+		{"web-01", 18446744073709551615, "0123456789abcdef0123456789abcdef01234567", "", false},
+		{"n", 0, "x", "y", false},
+		{"n4", 9, strings.Repeat("c", 40), strings.Repeat("d", 64), true},
 	}
 	for _, s := range seeds {
-		f.Add(s.node, s.gen, s.source, s.content)
+		f.Add(s.node, s.gen, s.source, s.content, s.removed)
 	}
-	f.Fuzz(func(t *testing.T, node string, gen uint64, source, content string) {
-		msg := commitMessage(node, gen, source, content)
+	f.Fuzz(func(t *testing.T, node string, gen uint64, source, content string, removed bool) {
+		msg := commitMessage(node, gen, source, content, removed)
 		m, ok := parseMessage(msg, node)
 		valid := !strings.Contains(node+source+content, "\n") && source != ""
-		if valid && (!ok || m != (message{gen, source, content})) {
-			t.Fatalf("message for node %q generation %d source %q content %q reads back as %+v, %v", node, gen, source, content, m, ok)
+		if valid && (!ok || m != (message{gen, source, content, removed})) {
+			t.Fatalf("message for node %q generation %d source %q content %q removed %v reads back as %+v, %v", node, gen, source, content, removed, m, ok)
 		}
 		if _, ok := parseMessage(msg, node+"x"); ok && valid {
 			t.Fatalf("node %q's message was read as node %qx's", node, node)

@@ -166,6 +166,7 @@ func TestWriteRefusesInconsistentNodes(t *testing.T) {
 		{"sealed file altered", func(n *Node) { n.Secrets["secrets/web-s0.age"] = []byte("other") }, "does not match its sha256"},
 		{"sealed file named by nothing", func(n *Node) { n.Secrets["secrets/stray.age"] = []byte("x") }, "named by no resource"},
 		{"invalid declaration", func(n *Node) { n.Declaration.Resources[0].File.Mode = "rwx" }, "not an octal mode"},
+		{"removed node declaring resources", func(n *Node) { n.Removed = true }, "removed from the mesh, yet its declaration holds 2 resources"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

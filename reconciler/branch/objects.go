@@ -97,6 +97,7 @@ type commitInfo struct {
 	generation uint64
 	source     string
 	content    string        // contentDigest of the declaration
+	removed    bool          // the node was removed from the mesh
 	parent     plumbing.Hash // zero for a branch's first commit
 	when       time.Time
 	author     object.Signature
@@ -108,7 +109,7 @@ func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, erro
 	c := &object.Commit{
 		Author:    sig,
 		Committer: sig,
-		Message:   commitMessage(ci.node, ci.generation, ci.source, ci.content),
+		Message:   commitMessage(ci.node, ci.generation, ci.source, ci.content, ci.removed),
 		TreeHash:  tree,
 	}
 	if !ci.parent.IsZero() {
@@ -122,10 +123,21 @@ func (o *objects) commit(tree plumbing.Hash, ci commitInfo) (plumbing.Hash, erro
 }
 
 // commitMessage names the node, the generation, the source commit on main
-// and the declaration's content digest (see contentDigest).
-func commitMessage(node string, generation uint64, source, content string) string {
-	return fmt.Sprintf("node %s: generation %d\n\nSource: %s\nContent: %s\n", node, generation, source, content)
+// and the declaration's content digest (see contentDigest). The final
+// declaration of a node removed from the mesh says so in a paragraph of its
+// own, whose first line [parseMessage] reads as [CommitHead.Removed].
+func commitMessage(node string, generation uint64, source, content string, removed bool) string {
+	var note string
+	if removed {
+		note = removedLine + "\nthis declaration holds no resources, so hostd removes the containers the\n" +
+			"node ran (it keeps their data) and the branch holds no secret. The branch\n" +
+			"is kept, so the generation never goes back if the node is enrolled again.\n\n"
+	}
+	return fmt.Sprintf("node %s: generation %d\n\n%sSource: %s\nContent: %s\n", node, generation, note, source, content)
 }
+
+// removedLine opens the paragraph of a removed node's final commit.
+const removedLine = "Removed from the mesh:"
 
 // nodeTree stores one node's files: declaration.json, its signature and
 // secrets/<id>.age.

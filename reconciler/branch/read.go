@@ -19,6 +19,7 @@ type tip struct {
 	source     string
 	decl       plumbing.Hash            // blob hash of declaration.json
 	content    string                   // the commit's content digest, if it states one
+	removed    bool                     // the commit says the node was removed from the mesh
 	secrets    map[string]plumbing.Hash // "secrets/<id>.age" → blob hash
 }
 
@@ -60,7 +61,7 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 	// reading them there spares decompressing every declaration. A commit
 	// the writer did not make is read the long way.
 	if m, ok := parseMessage(c.Message, node); ok {
-		t.generation, t.source, t.content = m.generation, m.source, m.content
+		t.generation, t.source, t.content, t.removed = m.generation, m.source, m.content, m.removed
 		return t, nil
 	}
 	blob, err := object.GetBlob(s, t.decl)
@@ -164,6 +165,7 @@ func readHead(r io.Reader) (declHead, error) {
 type message struct {
 	generation      uint64
 	source, content string
+	removed         bool
 }
 
 // parseMessage reads a message [commitMessage] wrote for node; content is
@@ -184,6 +186,8 @@ func parseMessage(msg, node string) (message, bool) {
 			m.source = v
 		} else if v, ok := strings.CutPrefix(line, "Content: "); ok {
 			m.content = v
+		} else if line == removedLine {
+			m.removed = true
 		}
 	}
 	if m.source == "" {
@@ -197,6 +201,9 @@ func parseMessage(msg, node string) (message, bool) {
 type CommitHead struct {
 	Generation uint64
 	Source     string
+	// Removed says the commit holds the final declaration of a node
+	// removed from the mesh ([Node.Removed]).
+	Removed bool
 }
 
 // ParseCommitMessage reads the generation and source the writer states in
@@ -204,5 +211,5 @@ type CommitHead struct {
 // tool made (read its declaration.json instead).
 func ParseCommitMessage(msg, node string) (CommitHead, bool) {
 	m, ok := parseMessage(msg, node)
-	return CommitHead{Generation: m.generation, Source: m.source}, ok
+	return CommitHead{Generation: m.generation, Source: m.source, Removed: m.removed}, ok
 }

@@ -20,9 +20,10 @@ func TestParseMessage(t *testing.T) {
 		want      message
 		ok        bool
 	}{
-		{commitMessage("n1", 7, src, "c0ffee"), "n1", message{7, src, "c0ffee"}, true},
-		{"node n1: generation 7\n\nSource: " + src + "\n", "n1", message{7, src, ""}, true},
-		{commitMessage("n1", 7, src, "c0ffee"), "n2", message{}, false},
+		{commitMessage("n1", 7, src, "c0ffee", false), "n1", message{7, src, "c0ffee", false}, true},
+		{commitMessage("n1", 8, src, "c0ffee", true), "n1", message{8, src, "c0ffee", true}, true},
+		{"node n1: generation 7\n\nSource: " + src + "\n", "n1", message{7, src, "", false}, true},
+		{commitMessage("n1", 7, src, "c0ffee", false), "n2", message{}, false},
 		{"node n1: generation x\n\nSource: " + src + "\n", "n1", message{}, false},
 		{"node n1: generation 3\n", "n1", message{}, false},
 		{"an operator's commit\n", "n1", message{}, false},

@@ -30,6 +30,12 @@ type Node struct {
 	// "secrets/<id>.age"; each must be named by a file of the declaration
 	// with a matching sha256, and nothing else may be.
 	Secrets map[string][]byte
+	// Removed marks the final declaration of a node removed from the mesh:
+	// it must hold no resources and no secrets, and its commit says the
+	// node was removed ([CommitHead.Removed]). The branch is kept, so the
+	// generation never goes back if the node is enrolled again. A branch
+	// whose tip already says so with the same content is left alone.
+	Removed bool
 }
 
 // Signer signs the canonical bytes of a declaration; reconciler/sign's Signer
@@ -314,7 +320,7 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	if !t.commit.IsZero() && t.content != "" && t.content == content && t.sameSecrets(secrets) {
+	if !t.commit.IsZero() && t.content != "" && t.content == content && t.sameSecrets(secrets) && t.removed == n.Removed {
 		// The writer's own commit states its content's digest: equal
 		// digests are equal declarations, without the canonical encoding.
 		return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
@@ -326,7 +332,7 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 		if err != nil {
 			return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 		}
-		if blobHash(same) == t.decl && t.sameSecrets(secrets) {
+		if blobHash(same) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
 			return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 		}
 		if newerSource(s, opts.Source, t.source) {
@@ -348,7 +354,7 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	}
 	c, err := objs.commit(tree, commitInfo{
 		node: name, generation: d.Generation, source: opts.Source, content: content,
-		parent: t.commit, when: opts.Now(), author: opts.Author,
+		removed: n.Removed, parent: t.commit, when: opts.Now(), author: opts.Author,
 	})
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: build commit: %w", name, err)
@@ -384,6 +390,9 @@ func checkNode(name string, n *Node) error {
 	}
 	if n.Declaration.Node != name {
 		return fmt.Errorf("node %s: declaration is for node %q", name, n.Declaration.Node)
+	}
+	if n.Removed && (len(n.Declaration.Resources) > 0 || len(n.Secrets) > 0) {
+		return fmt.Errorf("node %s: removed from the mesh, yet its declaration holds %d resources and %d sealed files", name, len(n.Declaration.Resources), len(n.Secrets))
 	}
 	named := map[string]bool{}
 	for _, r := range n.Declaration.Resources {
