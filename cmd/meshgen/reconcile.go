@@ -45,6 +45,12 @@ same reports drive vaultd's rotations to the end (each applier, then each
 reader, confirms by applying the new version). What a resolution decided
 that the next must keep (ports, seat holders) is recorded on meshgen/state.
 
+A node removed from the mesh (its nodes/<name>.yaml gone) whose branch
+remains gets, once, a final signed declaration with no resources: its hostd
+removes the containers it ran (their data stays) and the branch holds none
+of its secrets. The branch is kept so the node's generation never goes back
+if it is enrolled again.
+
 The signing key is encrypted (cosign's format); its password is read from
 COSIGN_PASSWORD or from --password-file.
 
@@ -119,10 +125,13 @@ func runReconcile(cmd *cobra.Command, f reconcileFlags) error {
 		fmt.Fprintf(cmd.OutOrStdout(), "unchanged: main %s, no input changed since the last reconcile\n", short(out.Source))
 		return nil
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "reconciled %s: %d written, %d unchanged, %d waiting\n",
-		short(out.Source), len(out.Written), len(out.Unchanged), len(out.Waiting))
+	fmt.Fprintf(cmd.OutOrStdout(), "reconciled %s: %d written, %d removed, %d unchanged, %d waiting\n",
+		short(out.Source), len(out.Written), len(out.Removed), len(out.Unchanged), len(out.Waiting))
 	for _, n := range out.Written {
 		fmt.Fprintf(cmd.OutOrStdout(), "  wrote node/%s\n", n)
+	}
+	for _, n := range out.Removed {
+		fmt.Fprintf(cmd.OutOrStdout(), "  emptied node/%s: removed from the mesh\n", n)
 	}
 	return nil
 }

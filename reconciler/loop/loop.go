@@ -10,6 +10,15 @@
 // packed-refs), or polling a remote on an interval, and coalescing a burst of
 // pushes into one reconcile.
 //
+// A node removed from the mesh (its nodes/<n>.yaml gone) whose branch
+// node/<n> remains gets, once, a final signed declaration with no resources
+// (branch.Node.Removed), so its hostd removes the containers it ran (keeping
+// their data) and the branch holds none of its secrets any more. The branch
+// is kept, not deleted: hostd refuses a generation lower than the one it
+// applied, so a node enrolled again continues from there. The outcome names
+// these nodes (Outcome.Removed); later reconciles find the branch already
+// empty and write nothing for it.
+//
 // A refused mesh commits nothing: every branch stays as it was, and the
 // returned error (a *reconciler.Refusal or schema.Problems) lists every
 // reason. Providers' answers reported by hostd on status/<node> are handed to
@@ -38,11 +47,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
+	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/status"
@@ -137,6 +149,11 @@ type Outcome struct {
 	// Written, Unchanged and Superseded name nodes by what happened to
 	// their branch.
 	Written, Unchanged, Superseded []string
+	// Removed names the nodes removed from the mesh whose branch this
+	// reconcile emptied: it committed their final declaration, with no
+	// resources. A removed node whose branch already holds it is
+	// Unchanged.
+	Removed []string
 	// Waiting lists requirements waiting for a provider's answer, or for
 	// an operator secret not delivered yet (with the hint to deliver it).
 	Waiting []reconciler.Waiting
@@ -271,6 +288,13 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if err != nil {
 		return err
 	}
+	removed, err := r.removedNodes(repo, obs)
+	if err != nil {
+		return err
+	}
+	for _, n := range removed {
+		nodes[n] = emptied(res.Mesh, n)
+	}
 
 	// Act: write the branches that changed, then record the state they
 	// were rendered with.
@@ -281,7 +305,11 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		for _, n := range wr.Nodes {
 			switch n.Outcome {
 			case branch.Written:
-				out.Written = append(out.Written, n.Node)
+				if slices.Contains(removed, n.Node) {
+					out.Removed = append(out.Removed, n.Node)
+				} else {
+					out.Written = append(out.Written, n.Node)
+				}
 			case branch.Unchanged:
 				out.Unchanged = append(out.Unchanged, n.Node)
 			case branch.Superseded:
@@ -325,6 +353,40 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	return nil
 }
 
+// removedNodes lists, sorted, the nodes that have a branch but are no
+// longer nodes of the mesh. The branches are the ones Once observed, or,
+// without an observation, read now (a read of the refs, no object).
+func (r *Reconciler) removedNodes(repo *schema.Repo, obs *observed) ([]string, error) {
+	var names []string
+	if obs != nil {
+		names = slices.Collect(maps.Keys(obs.nodes))
+	} else {
+		refs, err := branch.ListRefs(r.dir, "refs/heads/node/")
+		if err != nil {
+			return nil, err
+		}
+		for ref := range refs {
+			names = append(names, strings.TrimPrefix(ref, "refs/heads/node/"))
+		}
+	}
+	var out []string
+	for _, n := range names {
+		if _, ok := repo.Nodes[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// emptied is the final declaration of node, removed from mesh: nothing in
+// it, so hostd removes every container it made for the node (never their
+// data, ADR 0030) and the branch holds no sealed file.
+func emptied(mesh, node string) *branch.Node {
+	return &branch.Node{Declaration: &declaration.Declaration{Format: declaration.Version, Mesh: mesh, Node: node,
+		Resources: []declaration.Resource{}}, Removed: true}
+}
+
 // inputsOf is the record of the inputs of a reconcile that succeeded, or
 // nil when the next must not be skipped on its account: nothing was
 // observed, the vault or the signer cannot be fingerprinted, a rotation
@@ -363,6 +425,7 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 	attrs := []any{
 		"source", out.Source,
 		"written", out.Written,
+		"removed", out.Removed,
 		"unchanged", len(out.Unchanged),
 		"superseded", out.Superseded,
 		"waiting", len(out.Waiting),

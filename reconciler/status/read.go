@@ -2,8 +2,9 @@
 // holding report.json ([declaration.Report]), beside the node/<node>
 // branches the reconciler wrote. [Read] collects both; [Summarize] says per
 // node which generation it applied against the latest, when, what failed and
-// what was gated, and which nodes have not reported within N poll intervals
-// (issue 6, `meshgen status`).
+// what was gated, which nodes have not reported within N poll intervals, and
+// which were removed from the mesh (issue 6, `meshgen status`). [ReadWaits]
+// reads what the reconciler recorded as waiting ([WaitsFile]).
 package status
 
 import (
@@ -29,6 +30,9 @@ type Node struct {
 	// main; zero and empty when the node has no branch yet.
 	Latest       uint64
 	LatestSource string
+	// Removed says node/<name> holds the final, empty declaration of a node
+	// removed from the mesh (branch.CommitHead.Removed).
+	Removed bool
 	// Report is the last report on status/<name>; nil when hostd never
 	// reported.
 	Report *declaration.Report
@@ -76,7 +80,7 @@ func Read(dir string, opts ReadOptions) ([]Node, error) {
 				return nil
 			}
 			nd := get(n)
-			nd.Latest, nd.LatestSource = head.Generation, head.Source
+			nd.Latest, nd.LatestSource, nd.Removed = head.Generation, head.Source, head.Removed
 		} else if n, ok := strings.CutPrefix(name, "refs/heads/status/"); ok {
 			var rep declaration.Report
 			if err := readJSON(repo, ref.Hash(), declaration.ReportFile, &rep); err != nil {

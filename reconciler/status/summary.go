@@ -29,6 +29,11 @@ const (
 	Stale State = "stale"
 	// Never: the node has a branch but hostd never reported.
 	Never State = "never"
+	// Removed: the node was removed from the mesh; its branch holds a final
+	// declaration with no resources, which its hostd applies to remove the
+	// containers it ran. Neither a failure nor stale: a node that is gone
+	// reports no more.
+	Removed State = "removed"
 )
 
 // SummaryOptions say what "stale" means.
@@ -93,9 +98,11 @@ type Summary struct {
 	// vaultd.
 	Rotations []Rotation `json:"rotations,omitempty"`
 	// Failed and Stale count nodes in those states (Refused counts as
-	// failed, Never as stale).
-	Failed int `json:"failed"`
-	Stale  int `json:"stale"`
+	// failed, Never as stale); Removed counts nodes removed from the mesh,
+	// which are neither.
+	Failed  int `json:"failed"`
+	Stale   int `json:"stale"`
+	Removed int `json:"removed"`
 }
 
 // OK reports whether no node failed, was refused or is stale.
@@ -109,6 +116,8 @@ func Summarize(nodes []Node, opts SummaryOptions) *Summary {
 		e := Entry{Node: n.Name, Latest: n.Latest}
 		r := n.Report
 		switch {
+		case r == nil && n.Removed:
+			e.State = Removed
 		case r == nil:
 			e.State = Never
 		default:
@@ -122,6 +131,10 @@ func Summarize(nodes []Node, opts SummaryOptions) *Summary {
 				}
 			}
 			switch {
+			case n.Removed:
+				// Whatever its last report says, the node is gone: its
+				// applied generation says whether it emptied itself.
+				e.State = Removed
 			case r.Refused != "":
 				e.State = Refused
 			case len(e.Failures) > 0 || len(e.Gated) > 0:
@@ -139,6 +152,8 @@ func Summarize(nodes []Node, opts SummaryOptions) *Summary {
 			s.Failed++
 		case Stale, Never:
 			s.Stale++
+		case Removed:
+			s.Removed++
 		}
 		s.Nodes = append(s.Nodes, e)
 	}
@@ -168,6 +183,14 @@ func (s *Summary) WriteText(w io.Writer, now time.Time) error {
 		return err
 	}
 	for _, e := range s.Nodes {
+		if e.State == Removed {
+			if e.Applied >= e.Latest {
+				fmt.Fprintf(w, "%s: removed from the mesh; its containers are gone (generation %d applied)\n", e.Node, e.Latest)
+			} else {
+				fmt.Fprintf(w, "%s: removed from the mesh; its hostd has not applied the empty generation %d yet\n", e.Node, e.Latest)
+			}
+			continue
+		}
 		if e.Refused != "" {
 			fmt.Fprintf(w, "%s: refused generation %d: %s\n", e.Node, e.Attempted, e.Refused)
 		}
