@@ -19,11 +19,13 @@
 // temporary file in the same directory, fsynced, renamed into place and the
 // directory fsynced (renameio), so a kill -9 at any point leaves either every
 // record of the write or none of them, each key's older entry still read.
-// Once a write is durable, older files whose every entry it superseded are
-// removed; a removal a crash interrupted is redone on the next start.
-// Temporary files a crash left behind are removed by [Open]. A group file
-// some of whose entries are still the newest stays: the directory holds at
-// most one file per key, and at most one entry per key and write.
+// Once a write is durable, the entries it superseded are dropped: an older
+// file left with no newest entry is removed, one left with some is written
+// again (atomically, under its own sequence) with only those. So, as with one
+// file per record, a record replaced (a rotated-away value) is not kept, and
+// the directory holds at most one file per key. What a crash interrupted of
+// this is done again on the next start. Temporary files a crash left behind
+// are removed by [Open].
 package store
 
 import (
@@ -62,6 +64,7 @@ type FileStore struct {
 	// files of an older vaultd still holding a key's newest record, and
 	// seq is the last group sequence taken.
 	mu     sync.Mutex
+	gc     sync.Mutex // serialises compact and removals
 	at     map[string]uint64
 	live   map[uint64]int
 	legacy map[string]bool
@@ -274,32 +277,24 @@ func (s *FileStore) Write(entries []Entry) error {
 	seq := s.seq
 	s.mu.Unlock()
 
-	plain := encodeGroup(entries)
-	var buf bytes.Buffer
-	buf.Grow(len(plain) + 256)
-	w, err := age.Encrypt(&buf, s.identity.Recipient())
-	if err != nil {
-		return fmt.Errorf("encrypt records: %w", err)
-	}
-	if _, err := w.Write(plain); err != nil {
-		return fmt.Errorf("encrypt records: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("encrypt records: %w", err)
-	}
-	if err := writeFile(filepath.Join(s.records, groupName(seq)), buf.Bytes()); err != nil {
+	if err := s.writeGroup(seq, entries); err != nil {
 		return fmt.Errorf("write records: %w", err)
 	}
 
-	// The new file is durable: older files holding only superseded
-	// entries go. A removal a crash loses is redone by the next start.
+	// The new file is durable: the entries it superseded go. A file left
+	// with none goes whole; a file left with some is written again with
+	// only those (same sequence, so still older than this write). What a
+	// crash interrupts here, the next start does again (see load).
+	var older []uint64
 	var gone []string
 	s.mu.Lock()
 	for _, e := range entries {
+		if old, ok := s.at[e.Key]; ok && !slices.Contains(older, old) {
+			older = append(older, old)
+		}
 		if old, ok := s.at[e.Key]; ok {
 			if s.live[old]--; s.live[old] == 0 {
 				delete(s.live, old)
-				gone = append(gone, groupName(old))
 			}
 		}
 		if legacy := legacyName(e.Key); s.legacy[legacy] {
@@ -310,12 +305,68 @@ func (s *FileStore) Write(entries []Entry) error {
 		s.live[seq]++
 	}
 	s.mu.Unlock()
+	s.gc.Lock()
+	defer s.gc.Unlock()
 	for _, name := range gone {
-		// Not an error worth failing a durable write for: the next start
-		// finds the file superseded and removes it.
+		// A failure here fails nothing: the next start finds the file
+		// superseded and removes it.
 		_ = os.Remove(filepath.Join(s.records, name))
 	}
+	for _, old := range older {
+		// Likewise: the entries superseded are never read back, and the
+		// next start drops them.
+		_ = s.compact(old)
+	}
 	return nil
+}
+
+// writeGroup writes entries as the group file of sequence seq, replacing
+// it if it exists, atomically and durably.
+func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
+	plain := encodeGroup(entries)
+	var buf bytes.Buffer
+	buf.Grow(len(plain) + 256)
+	w, err := age.Encrypt(&buf, s.identity.Recipient())
+	if err != nil {
+		return fmt.Errorf("encrypt: %w", err)
+	}
+	if _, err := w.Write(plain); err != nil {
+		return fmt.Errorf("encrypt: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("encrypt: %w", err)
+	}
+	return writeFile(filepath.Join(s.records, groupName(seq)), buf.Bytes())
+}
+
+// compact drops the superseded entries of group file seq: it removes the
+// file when none of its entries is a key's newest, and writes it again with
+// only those that are otherwise, so a superseded record (a rotated-away
+// value) is not kept on disk. The caller holds gc; the entries a
+// concurrent write supersedes meanwhile lose to its later sequence.
+func (s *FileStore) compact(seq uint64) error {
+	path := filepath.Join(s.records, groupName(seq))
+	s.mu.Lock()
+	live := s.live[seq]
+	s.mu.Unlock()
+	if live == 0 {
+		return os.Remove(path)
+	}
+	plain, err := s.read(path)
+	if err != nil {
+		return err
+	}
+	entries, err := decodeGroup(plain)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	keep := slices.DeleteFunc(slices.Clone(entries), func(e Entry) bool { return s.at[e.Key] != seq })
+	s.mu.Unlock()
+	if len(keep) == len(entries) {
+		return nil
+	}
+	return s.writeGroup(seq, keep)
 }
 
 // All calls fn with the data of every record (the newest entry of each
@@ -326,8 +377,8 @@ func (s *FileStore) All(fn func(data []byte) error) error {
 }
 
 // load reads every file once: it decrypts the groups in the order they
-// were written, keeps each key's newest entry, removes files whose every
-// entry a later one superseded (a removal a crash interrupted), and calls
+// were written, keeps each key's newest entry, drops superseded entries
+// from the files (what a crash interrupted of Write's clean-up), and calls
 // fn (when not nil) with each record's data.
 func (s *FileStore) load(fn func(data []byte) error) error {
 	s.mu.Lock()
@@ -360,6 +411,7 @@ func (s *FileStore) load(fn func(data []byte) error) error {
 	at := map[string]uint64{}
 	live := map[uint64]int{}
 	data := map[string][]byte{}
+	keys := map[uint64][]string{}
 	for _, seq := range groups {
 		plain, err := s.read(filepath.Join(s.records, groupName(seq)))
 		if err != nil {
@@ -376,13 +428,28 @@ func (s *FileStore) load(fn func(data []byte) error) error {
 			at[e.Key] = seq
 			live[seq]++
 			data[e.Key] = e.Data
+			keys[seq] = append(keys[seq], e.Key)
 		}
 	}
+	// What a crash kept from Write's clean-up: files superseded whole go,
+	// files superseded in part are written again with their newest
+	// entries only.
 	var gone []string
 	for _, seq := range groups {
-		if live[seq] == 0 {
+		switch {
+		case live[seq] == 0:
 			delete(live, seq)
 			gone = append(gone, groupName(seq))
+		case live[seq] < len(keys[seq]):
+			var keep []Entry
+			for _, k := range keys[seq] {
+				if at[k] == seq {
+					keep = append(keep, Entry{Key: k, Data: data[k]})
+				}
+			}
+			if err := s.writeGroup(seq, keep); err != nil {
+				return fmt.Errorf("drop the superseded records of file %s: %w", groupName(seq), err)
+			}
 		}
 	}
 	newer := make(map[string]bool, len(at))
@@ -390,7 +457,7 @@ func (s *FileStore) load(fn func(data []byte) error) error {
 		newer[legacyName(k)] = true
 	}
 	s.legacy = map[string]bool{}
-	var legacyData [][]byte
+	legacyData := map[string][]byte{}
 	for _, name := range legacy {
 		if newer[name] {
 			gone = append(gone, name)
@@ -401,7 +468,7 @@ func (s *FileStore) load(fn func(data []byte) error) error {
 			return fmt.Errorf("record %s: %w", name, err)
 		}
 		s.legacy[name] = true
-		legacyData = append(legacyData, plain)
+		legacyData[name] = plain
 	}
 	if fn != nil {
 		for _, k := range slices.Sorted(maps.Keys(data)) {
@@ -409,9 +476,9 @@ func (s *FileStore) load(fn func(data []byte) error) error {
 				return fmt.Errorf("record %s of file %s: %w", legacyName(k), groupName(at[k]), err)
 			}
 		}
-		for i, d := range legacyData {
-			if err := fn(d); err != nil {
-				return fmt.Errorf("record %s: %w", legacy[i], err)
+		for _, name := range slices.Sorted(maps.Keys(legacyData)) {
+			if err := fn(legacyData[name]); err != nil {
+				return fmt.Errorf("record %s: %w", name, err)
 			}
 		}
 	}

@@ -194,6 +194,22 @@ func TestGroupWrites(t *testing.T) {
 		if got := files(t, dir); len(got) != st.files {
 			t.Fatalf("%s: files %v, want %d", st.name, got, st.files)
 		}
+		// No file keeps a superseded entry.
+		for _, f := range files(t, dir) {
+			plain, err := s.read(filepath.Join(dir, "records", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, err := decodeGroup(plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range held {
+				if want[e.Key] != string(e.Data) {
+					t.Fatalf("%s: file %s keeps %s, superseded by %s", st.name, f, e.Data, want[e.Key])
+				}
+			}
+		}
 	}
 	// Replacing every remaining entry of the first batch removes it.
 	var rest []Entry
@@ -254,6 +270,48 @@ func TestAnInterruptedRemovalIsRedone(t *testing.T) {
 	}
 	if got := files(t, dir); len(got) != 1 || got[0] == old[0] {
 		t.Fatalf("files %v: the superseded one was not removed on start", got)
+	}
+}
+
+// TestAnInterruptedCompactionIsRedone leaves what a crash after a write
+// but before the file it superseded in part was written again leaves: the
+// older entry is not read, and is dropped from the file on the next start.
+func TestAnInterruptedCompactionIsRedone(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write([]Entry{{Key: "a", Data: []byte("a1")}, {Key: "b", Data: []byte("b1")}}); err != nil {
+		t.Fatal(err)
+	}
+	first := files(t, dir)[0]
+	saved, err := os.ReadFile(filepath.Join(dir, "records", first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write([]Entry{{Key: "a", Data: []byte("a2")}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// The crash: the first file still holds a1.
+	if err := os.WriteFile(filepath.Join(dir, "records", first), saved, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, dir); strings.Join(got, ",") != "a2,b1" {
+		t.Fatalf("records %v, want a2,b1", got)
+	}
+	s, err = Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	plain, err := s.read(filepath.Join(dir, "records", first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := decodeGroup(plain); err != nil || len(held) != 1 || held[0].Key != "b" {
+		t.Fatalf("file %s holds %v after the start, want b alone: %v", first, held, err)
 	}
 }
 
