@@ -72,6 +72,10 @@ type SecretChange struct {
 // NodePlan is what would change on one node.
 type NodePlan struct {
 	Node string `json:"node"`
+	// RemovedFromMesh says the node is a node of Base but not of Head: the
+	// reconciler would commit its final declaration, with no resources, so
+	// its hostd removes the containers it ran and keeps their data.
+	RemovedFromMesh bool `json:"removedFromMesh,omitempty"`
 	// Added, Changed and Removed hold resource IDs in declared order (Removed
 	// in the old order).
 	Added   []ResourceChange `json:"added,omitempty"`
@@ -104,11 +108,17 @@ func (p *Plan) Changed() bool {
 		return true
 	}
 	for _, n := range p.Nodes {
-		if len(n.Added)+len(n.Changed)+len(n.Removed) > 0 {
+		if n.changes() {
 			return true
 		}
 	}
 	return false
+}
+
+// changes reports whether the node's branch would change: a resource added,
+// changed or removed, or the node removed from the mesh.
+func (n *NodePlan) changes() bool {
+	return n.RemovedFromMesh || len(n.Added)+len(n.Changed)+len(n.Removed) > 0
 }
 
 // MakePlan resolves and renders both states and compares them. A refused
@@ -190,12 +200,23 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 			nodes[n] = true
 		}
 	}
+	// A node of the base that the head no longer has is removed from the
+	// mesh, whether or not the base resolved.
+	gone := map[string]bool{}
+	if opts.Base != nil {
+		for n := range opts.Base.Nodes {
+			if _, ok := opts.Head.Nodes[n]; !ok {
+				gone[n], nodes[n] = true, true
+			}
+		}
+	}
 	declared := declaredRestarts(head)
 	names := sortedKeys(nodes)
 	p.Nodes = make([]NodePlan, len(names))
 	parallel(len(names), func(i int) {
 		n := names[i]
 		p.Nodes[i] = diffNode(n, baseDecls[n], headDecls[n], declared)
+		p.Nodes[i].RemovedFromMesh = gone[n]
 	})
 	return p, nil
 }

@@ -53,7 +53,7 @@ func (p *Plan) Markdown() []byte {
 	}
 	var changed, unchanged []string
 	for _, n := range p.Nodes {
-		if len(n.Added)+len(n.Changed)+len(n.Removed) > 0 {
+		if n.changes() {
 			changed = append(changed, n.Node)
 		} else {
 			unchanged = append(unchanged, n.Node)
@@ -102,14 +102,14 @@ func (p *Plan) Markdown() []byte {
 	}
 	collapse := len(changed) > collapseAbove
 	for i, n := range p.Nodes {
-		if len(n.Added)+len(n.Changed)+len(n.Removed) == 0 {
+		if !n.changes() {
 			continue
 		}
 		sec := nodeSection(n, collapse)
 		if b.Len()+len(sec) > CommentLimit-tailRoom {
 			left := 0
 			for _, m := range p.Nodes[i:] {
-				if len(m.Added)+len(m.Changed)+len(m.Removed) > 0 {
+				if m.changes() {
 					left++
 				}
 			}
@@ -145,12 +145,19 @@ const (
 func nodeSection(n NodePlan, collapse bool) []byte {
 	var b bytes.Buffer
 	summary := fmt.Sprintf("%d added, %d changed, %d removed", len(n.Added), len(n.Changed), len(n.Removed))
+	if n.RemovedFromMesh {
+		summary = "removed from the mesh, " + summary
+	}
 	if collapse {
 		fmt.Fprintf(&b, "<details><summary>Node <code>%s</code>: %s</summary>\n\n", n.Node, summary)
 	} else {
 		fmt.Fprintf(&b, "### Node `%s`\n\n%s.\n\n", n.Node, summary)
 	}
-	b.WriteString("| | resource | kind | what changed |\n|---|---|---|---|\n")
+	if n.RemovedFromMesh {
+		b.WriteString("The node is no longer in the mesh: its branch gets a final declaration with no resources, " +
+			"so its hostd removes the containers it ran (their data stays) and holds none of its secrets. " +
+			"The branch is kept, so its generation continues if the node is enrolled again.\n\n")
+	}
 	var rows []string
 	for _, r := range n.Added {
 		rows = append(rows, fmt.Sprintf("| + | `%s` | %s | |\n", r.ID, r.Kind))
@@ -161,14 +168,17 @@ func nodeSection(n NodePlan, collapse bool) []byte {
 	for _, r := range n.Removed {
 		rows = append(rows, fmt.Sprintf("| - | `%s` | %s | |\n", r.ID, r.Kind))
 	}
-	for i, row := range rows {
-		if i == sectionRows {
-			fmt.Fprintf(&b, "| | ... and %d more | | |\n", len(rows)-sectionRows)
-			break
+	if len(rows) > 0 {
+		b.WriteString("| | resource | kind | what changed |\n|---|---|---|---|\n")
+		for i, row := range rows {
+			if i == sectionRows {
+				fmt.Fprintf(&b, "| | ... and %d more | | |\n", len(rows)-sectionRows)
+				break
+			}
+			b.WriteString(row)
 		}
-		b.WriteString(row)
+		b.WriteString("\n")
 	}
-	b.WriteString("\n")
 	reruns := func(title string, rs []Rerun) {
 		if len(rs) == 0 {
 			return

@@ -425,9 +425,9 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 	attrs := []any{
 		"source", out.Source,
 		"written", out.Written,
-		"removed", out.Removed,
 		"unchanged", len(out.Unchanged),
 		"superseded", out.Superseded,
+		"removed", out.Removed,
 		"waiting", len(out.Waiting),
 		"sealed", out.Sealed,
 		"confirmed", len(out.Confirmed),
