@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
 )
@@ -61,7 +62,9 @@ type broker struct {
 	dir, port string
 	// admin is the admin client's password.
 	admin string
-	log   *strings.Builder
+	log   *serverLog
+	// marks counts the commands [broker.kicks] sent.
+	marks int
 }
 
 func startMosquitto(t *testing.T) *broker {
@@ -220,6 +223,7 @@ func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 				return strings.Join(lines, ","), err == nil
 			}
 			madeB := false // whether slot b's client was made
+			kicks := 0     // clients the broker disconnected so far
 			for i, ph := range tt.phases {
 				decls := renderWith(t, res, rotationVault{secret: secret, phase: ph})
 				n1, n3 := decls["n1"], decls["n3"]
@@ -227,21 +231,27 @@ func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 				checkConsumerFile(t, n1, "mosquitto", login+".bus", login, ph)
 
 				// A subscriber connected with the client being retired.
-				var sub func() (int, error)
-				var subOut strings.Builder
+				var retired, inUse *subscriber
 				if ph.retire != "" {
 					prev := tt.phases[i-1].works
 					old := prev[slices.IndexFunc(prev, func(c slotVersion) bool { return c.slot == ph.retire })]
-					sub = subscribe(t, b, SlotLogin(login, old.slot), values[old.version], login+"/#", &subOut)
+					retired = subscribe(t, b, SlotLogin(login, old.slot), values[old.version], login+"/#")
+				}
+				// And the sensor, connected with what it held so far: the
+				// step never disconnects it.
+				if i > 0 {
+					held := tt.phases[i-1].reads
+					inUse = subscribe(t, b, SlotLogin(login, held.slot), values[held.version], login+"/#")
 				}
 
 				writeConsumers(t, n1, step, consumers, values)
-				for range 2 { // a second run finds everything in place
+				for run := range 2 { // a second run finds everything in place
 					out, err := runStep(t, b.accountsStep(step, consumers))
 					outputs = append(outputs, out)
 					if err != nil {
 						t.Fatalf("%s: mosquitto/accounts: %v\n%s\nbroker:\n%s", ph.name, err, out, b.log)
 					}
+					t.Logf("%s, run %d:\n%s", ph.name, run+1, out)
 				}
 
 				// The sensor, as rendered for this phase.
@@ -293,14 +303,28 @@ func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 					t.Fatalf("%s: clients %q, want admin and %v", ph.name, got, clients)
 				}
 
-				if sub != nil {
+				if retired != nil {
 					// The retired client was disconnected, and could not
 					// connect again.
-					code, err := sub()
-					outputs = append(outputs, subOut.String())
+					code, out, err := retired.wait()
+					outputs = append(outputs, out)
 					if err == nil || code == subTimedOut {
-						t.Fatalf("%s: a subscriber connected as the retired %s was not disconnected (exit %d)\n%s", ph.name, SlotLogin(login, ph.retire), code, subOut.String())
+						t.Fatalf("%s: a subscriber connected as the retired %s was not disconnected (exit %d)\n%s", ph.name, SlotLogin(login, ph.retire), code, out)
 					}
+				}
+				// Only the retired client was disconnected, by the broker's
+				// own count.
+				wantKicks := 0
+				if retired != nil {
+					wantKicks = 1
+				}
+				if got := b.kicks(t); got-kicks != wantKicks {
+					t.Fatalf("%s: the broker disconnected %d clients, want %d:\n%s", ph.name, got-kicks, wantKicks, b.log)
+				} else {
+					kicks = got
+				}
+				if inUse != nil {
+					outputs = append(outputs, inUse.stop())
 				}
 				if ph.retire != "" && !strings.Contains(strings.Join(outputs, ""), "account "+SlotLogin(login, ph.retire)+" retired") {
 					t.Fatalf("%s: the step does not say it retired %s", ph.name, SlotLogin(login, ph.retire))
@@ -314,34 +338,69 @@ func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 // subTimedOut is mosquitto_sub's exit status when -W ran out.
 const subTimedOut = 27
 
-// subscribe connects a mosquitto_sub as user to topic, once it received a
-// retained message there (so its subscription is in place), and returns a
-// function waiting for it to end: when disconnected and refused, or after
-// two minutes (status subTimedOut) if it is never disconnected.
-func subscribe(t *testing.T, b *broker, user, password, topic string, out *strings.Builder) func() (int, error) {
+// subscriber is a mosquitto_sub connected.
+type subscriber struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  strings.Builder
+}
+
+// subscribe connects a mosquitto_sub as user to topic, and returns it once
+// it received a retained message there, so its subscription is in place.
+// It ends when disconnected and refused, or after two minutes (status
+// subTimedOut) if it is never disconnected.
+func subscribe(t *testing.T, b *broker, user, password, topic string) *subscriber {
 	t.Helper()
-	cmd := exec.Command("mosquitto_sub", "-h", "127.0.0.1", "-p", b.port, "-u", user, "-P", password, "-t", topic, "-W", "120")
-	cmd.Stderr = out
-	stdout, err := cmd.StdoutPipe()
+	s := &subscriber{cmd: exec.Command("mosquitto_sub", "-h", "127.0.0.1", "-p", b.port, "-u", user, "-P", password, "-t", topic, "-W", "120"), done: make(chan struct{})}
+	s.cmd.Stderr = &s.out
+	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() })
+	t.Cleanup(func() { s.stop() })
 	r := bufio.NewReader(stdout)
 	_, err = r.ReadString('\n')
-	done := make(chan struct{})
-	go func() { io.Copy(io.Discard, r); close(done) }()
-	wait := func() (int, error) {
-		<-done // every read ends before Wait closes the pipe
-		err := cmd.Wait()
-		return cmd.ProcessState.ExitCode(), err
-	}
+	go func() { io.Copy(io.Discard, r); close(s.done) }()
 	if err != nil {
-		wait()
+		_, out, _ := s.wait()
 		t.Fatalf("a subscriber as %s received nothing: %v\n%s", user, err, out)
 	}
-	return wait
+	return s
+}
+
+// wait waits for s to end, and returns its status and what it said.
+func (s *subscriber) wait() (int, string, error) {
+	<-s.done // every read ends before Wait closes the pipe
+	err := s.cmd.Wait()
+	return s.cmd.ProcessState.ExitCode(), s.out.String(), err
+}
+
+// stop ends s and returns what it said.
+func (s *subscriber) stop() string {
+	if s.cmd.ProcessState == nil {
+		s.cmd.Process.Kill()
+		s.wait()
+	}
+	return s.out.String()
+}
+
+// kicks returns how many clients the broker disconnected so far, by its
+// log. The log is read up to the broker's answer to a command the test
+// sends now (the n-th such: kicks is the only one asking for the admin), so
+// everything the broker did before is there.
+func (b *broker) kicks(t *testing.T) int {
+	t.Helper()
+	b.dynsec(t, "getClient", "admin")
+	b.marks++
+	for range 600 {
+		if log := b.log.String(); strings.Count(log, "| getClient | username=admin") >= b.marks {
+			return strings.Count(log, "disconnected by administrative action")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the broker's log does not show the command the test sent:\n%s", b.log)
+	return 0
 }

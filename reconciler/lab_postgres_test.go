@@ -27,7 +27,7 @@ type pgServer struct {
 	dir, port string
 	// superuser is the superuser's password, in suFile.
 	superuser, suFile string
-	log               *strings.Builder
+	log               *serverLog
 }
 
 func startPostgres(t *testing.T) *pgServer {
@@ -183,12 +183,13 @@ func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 				}
 
 				writeConsumers(t, n1, step, consumers, values)
-				for range 2 { // a second run finds everything in place
+				for run := range 2 { // a second run finds everything in place
 					out, err := runStep(t, pg.loginsStep(step, consumers))
 					outputs = append(outputs, out)
 					if err != nil {
 						t.Fatalf("%s: postgres/logins: %v\n%s\nserver:\n%s", ph.name, err, out, pg.log)
 					}
+					t.Logf("%s, run %d:\n%s", ph.name, run+1, out)
 				}
 
 				// gitea, as rendered for this phase.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
@@ -243,12 +244,30 @@ func nobodysDir(t *testing.T) string {
 	return dir
 }
 
+// serverLog is a server's output, read while the server writes it.
+type serverLog struct {
+	mu  sync.Mutex
+	out strings.Builder
+}
+
+func (l *serverLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out.Write(p)
+}
+
+func (l *serverLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.out.String()
+}
+
 // startServer starts cmd and stops it when the test ends; its output goes
-// to the returned builder.
-func startServer(t *testing.T, cmd *exec.Cmd) *strings.Builder {
+// to the returned log.
+func startServer(t *testing.T, cmd *exec.Cmd) *serverLog {
 	t.Helper()
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &serverLog{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +275,7 @@ func startServer(t *testing.T, cmd *exec.Cmd) *strings.Builder {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 	})
-	return &log
+	return log
 }
 
 // noSecretIn fails the test if any output holds a secret's value.
