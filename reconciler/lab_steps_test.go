@@ -44,6 +44,9 @@ func needTools(t *testing.T, tools ...string) {
 		}
 		t.Skipf(format, args...)
 	}
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		missing("busybox-static is not installed: %v", err)
+	}
 	for _, tool := range append(tools, "unshare", "setpriv") {
 		if _, err := exec.LookPath(tool); err != nil {
 			missing("%s is not installed: %v", tool, err)
@@ -194,8 +197,26 @@ type stepRun struct {
 	env map[string]string
 }
 
+// alpineTools are the programs the lab's steps run that their images
+// (alpine's) take from busybox.
+var alpineTools = []string{"sh", "sed", "grep", "cut", "wc", "cat", "mktemp", "rm", "sleep"}
+
+// busyboxPath returns a directory where each of alpineTools is busybox,
+// for a step to find them first, as in its image.
+func busyboxPath(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, tool := range alpineTools {
+		if err := os.Symlink("/bin/busybox", filepath.Join(dir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // runStep runs r's command in a mount namespace whose /run is a fresh
-// tmpfs holding the step's mounts, and returns its output.
+// tmpfs holding the step's mounts, with the shell and text tools of its
+// image (busybox), and returns its output.
 func runStep(t *testing.T, r stepRun) (string, error) {
 	t.Helper()
 	var binds []string
@@ -214,7 +235,7 @@ func runStep(t *testing.T, r stepRun) (string, error) {
 	cmd := exec.Command("unshare", append([]string{"-m", "sh", "-c", script, "sh"}, r.step.Command...)...)
 	env := maps.Clone(r.step.Env)
 	maps.Copy(env, r.env)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Env = []string{"PATH=" + busyboxPath(t) + string(os.PathListSeparator) + os.Getenv("PATH")}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
