@@ -34,12 +34,21 @@ the node/<node> branches the reconciler writes, and shows per node the
 generation applied against the latest, when it last reported, the resources
 that failed and those gated behind them, and the nodes that have not
 reported within --stale-after poll intervals (mesh.yaml's pollInterval
-unless --interval is given). It also lists the consumers waiting for a
-provider's answer (a state, not a failure) and, given vaultd (--vault or
-$MESHGEN_VAULT), each rotation in progress and the nodes it waits on.
+unless --interval is given). A node removed from the mesh is listed as
+removed, with whether its hostd applied the empty declaration that removes
+its containers.
 
-Exit status: 0 when every node is current or catching up, 1 when any node
-failed, was refused or is stale.`,
+It lists what waits, as the last reconcile recorded it on meshgen/state:
+consumers waiting for a provider's answer not reported yet, and those
+waiting for an operator's secret not delivered to vaultd yet, with the
+command that delivers it (meshgen vault put NAME). No vault is needed for
+this. Before any reconcile recorded them, the waits for providers' answers
+are found by resolving main. Given vaultd (--vault or $MESHGEN_VAULT), it
+also lists each rotation in progress and the nodes it waits on.
+
+Exit status: 0 when every node is current, catching up or removed, 1 when
+any node failed, was refused or is stale. Waiting is a state, not a
+failure: a waiting consumer never makes the exit status non-zero.`,
 		Example: `  meshgen status --repo /srv/mesh.git
   meshgen status --repo https://git.example/mesh.git
   meshgen status --repo /srv/mesh.git --format json --stale-after 5`,
@@ -75,7 +84,7 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 			return err
 		}
 		defer rem.Close()
-		if err := rem.Fetch(cmd.Context(), "refs/heads/node/*", "refs/heads/status/*"); err != nil {
+		if err := rem.Fetch(cmd.Context(), "refs/heads/node/*", "refs/heads/status/*", "refs/heads/meshgen/*"); err != nil {
 			return err
 		}
 		// main only gives the poll interval: a repository without it (or
@@ -100,7 +109,19 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 	}
 	now := time.Now()
 	sum := status.Summarize(nodes, status.SummaryOptions{Now: now, Interval: f.interval, StaleAfter: f.staleAfter})
-	if mainErr == nil {
+	waits, err := status.ReadWaits(dir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case waits != nil:
+		// What the reconciler found waiting, operators' secrets included.
+		sum.Waiting, sum.WaitingSource = waits.Waiting, waits.Source
+		if mainErr == nil && repo.Source != "" && repo.Source != waits.Source {
+			sum.Notes = append(sum.Notes, fmt.Sprintf("waits as of main %s, the last commit reconciled; main is at %s now (not reconciled yet, or refused: see the reconciler's log)",
+				short(waits.Source), short(repo.Source)))
+		}
+	case mainErr == nil:
 		ans := reconciler.Answers{}
 		for _, n := range nodes {
 			if n.Report != nil && len(n.Report.Answers) > 0 {

@@ -27,7 +27,9 @@
 // true`) vaultd has not been given yet is the same state: its consumers
 // wait, nothing that reads it is rendered, everything else is written, and
 // the outcome and the log line name it with the hint `meshgen vault put
-// NAME`; the reconcile after the delivery delivers it. The same reports drive vaultd's
+// NAME`; the reconcile after the delivery delivers it. Both kinds of wait
+// are recorded on meshgen/state ([status.WaitsFile]), where `meshgen
+// status` reads them without asking vaultd. The same reports drive vaultd's
 // rotations to the end (driveRotations, ADR 0114). What a resolution decided
 // that the next must keep (ports, seat holders, public names) is recorded on
 // branch meshgen/state and handed back as the previous state.
@@ -324,7 +326,11 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if err != nil {
 		return fmt.Errorf("record state: %w", err)
 	}
-	files := map[string][]byte{branch.StateFile: state}
+	waits, err := waitsOf(repo.Source, out.Waiting).Marshal()
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{branch.StateFile: state, status.WaitsFile: waits}
 	if rec := r.inputsOf(obs, repo, st, wr, out); rec != nil {
 		rec.State = digest(state)
 		// The seals may have changed vaultd (a secret made, its
@@ -452,6 +458,16 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 	default:
 		r.log.Info("reconciled", attrs...)
 	}
+}
+
+// waitsOf is the record of what waited at a reconcile of source, for
+// `meshgen status` ([status.WaitsFile]).
+func waitsOf(source string, ws []reconciler.Waiting) *status.Waits {
+	out := &status.Waits{Source: source, Waiting: make([]status.Waiting, len(ws))}
+	for i, w := range ws {
+		out.Waiting[i] = status.Waiting(w)
+	}
+	return out
 }
 
 // waitingHints lists the waiting requirements an operator must act on, as

@@ -90,10 +90,18 @@ type Rotation struct {
 // Summary is every node's standing.
 type Summary struct {
 	Nodes []Entry `json:"nodes"`
-	// Waiting lists the requirements waiting for a provider's answer (a
-	// state, not a failure: nothing depending on them is delivered yet).
-	// The caller fills it from a resolution of main.
+	// Waiting lists the requirements waiting for a provider's answer or
+	// for an operator's secret not delivered to vaultd yet (a state, not a
+	// failure: nothing depending on them is delivered yet). The caller
+	// fills it from the reconciler's record ([ReadWaits]) or, without one,
+	// from a resolution of main.
 	Waiting []Waiting `json:"waiting,omitempty"`
+	// WaitingSource is the commit of main the reconciler recorded Waiting
+	// for; empty when Waiting comes from a resolution of main.
+	WaitingSource string `json:"waitingSource,omitempty"`
+	// Notes say what the summary could not take into account, such as
+	// waits recorded for an older commit of main.
+	Notes []string `json:"notes,omitempty"`
 	// Rotations lists the rotations in progress, when the caller asked
 	// vaultd.
 	Rotations []Rotation `json:"rotations,omitempty"`
@@ -206,8 +214,17 @@ func (s *Summary) WriteText(w io.Writer, now time.Time) error {
 			ro.Secret, ro.From, ro.To, ro.Phase, strings.Join(ro.WaitsOn, ", "))
 	}
 	for _, x := range s.Waiting {
+		if x.Hint != "" {
+			// An operator must act: an operator's secret not delivered.
+			fmt.Fprintf(w, "waiting: %s needs %s from %s, which an operator must deliver; hint: %s\n",
+				x.Assignment, x.Requirement, x.Provider, x.Hint)
+			continue
+		}
 		fmt.Fprintf(w, "waiting: %s needs %s (%s) from %s, answered by its step %s\n",
 			x.Assignment, x.Requirement, strings.Join(x.Fields, ", "), x.Provider, x.Answer)
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
 }
