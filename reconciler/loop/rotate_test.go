@@ -13,6 +13,7 @@ import (
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/branch"
+	"github.com/meshgen/meshgen/reconciler/sign"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -20,34 +21,14 @@ import (
 // rotation to the end from hostd's reports, as a timer running `meshgen
 // reconcile` would, each phase rendering what ADR 0114 asks: the provider
 // ensures the second login before the consumer is given it, and retires the
-// first only after the consumer moved and only when its step ran again. A reconcile that confirmed a step records no inputs, so
-// the next one runs in full (and may confirm the next step) rather than
-// being skipped; once the rotation is done, the next process is skipped.
+// first only after the consumer moved and only when its step ran again. A
+// reconcile that confirmed a step records no inputs, so the next one runs
+// in full (and may confirm the next step) rather than being skipped; once
+// the rotation is done, the next process is skipped.
 func TestOneShotRotationToTheEnd(t *testing.T) {
 	const secret = "postgres-database.gitea@n2.db"
-	m := newMesh(t)
-	v := vaulttest.Start(t)
-	signer := testSigner(t)
-	once := func() *Outcome {
-		t.Helper()
-		got := runOnce(t, m, v, signer, nil)
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		return got.out
-	}
-	generation := func(node string) uint64 {
-		var d declaration.Declaration
-		if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
-			t.Fatal(err)
-		}
-		return d.Generation
-	}
-	applied := func(node string) {
-		g := generation(node)
-		m.PushReport(t, node, []byte(fmt.Sprintf(`{"mesh":"lab","node":%q,"generation":%d,"attempted":%d,"source":"x","time":%q}`,
-			node, g, g, time.Now().UTC().Format(time.RFC3339Nano))))
-	}
+	b := newRotationBed(t, newMesh(t))
+	m, v, once, applied := b.m, b.v, b.once, b.applied
 	recorded := func() bool {
 		files, err := branch.ReadStateFiles(m.Bare)
 		if err != nil {
@@ -125,6 +106,41 @@ func TestOneShotRotationToTheEnd(t *testing.T) {
 	}
 }
 
+// rotationBed runs one-shot reconciles of a mesh against a real vaultd, and
+// reports nodes as hostd would.
+type rotationBed struct {
+	t      *testing.T
+	m      *meshtest.Mesh
+	v      *vaulttest.Vault
+	signer *sign.Signer
+}
+
+func newRotationBed(t *testing.T, m *meshtest.Mesh) *rotationBed {
+	return &rotationBed{t: t, m: m, v: vaulttest.Start(t), signer: testSigner(t)}
+}
+
+// once runs one `meshgen reconcile` process.
+func (b *rotationBed) once() *Outcome {
+	b.t.Helper()
+	got := runOnce(b.t, b.m, b.v, b.signer, nil)
+	if got.err != nil {
+		b.t.Fatal(got.err)
+	}
+	return got.out
+}
+
+// applied reports node as having applied, without a failure, the latest
+// generation on its branch.
+func (b *rotationBed) applied(node string) {
+	b.t.Helper()
+	var d declaration.Declaration
+	if err := json.Unmarshal([]byte(meshtest.Git(b.t, b.m.Bare, "cat-file", "blob", "node/"+node+":declaration.json")), &d); err != nil {
+		b.t.Fatal(err)
+	}
+	b.m.PushReport(b.t, node, []byte(fmt.Sprintf(`{"mesh":"lab","node":%q,"generation":%d,"attempted":%d,"source":"x","time":%q}`,
+		node, d.Generation, d.Generation, time.Now().UTC().Format(time.RFC3339Nano))))
+}
+
 // rotationView says what the lab's node branches deliver of gitea's
 // per-consumer secret: the logins (and versions) postgres on node db
 // ensures and retires, and the login and version gitea (whose identity
@@ -186,24 +202,9 @@ func TestRotationOnANodeBothProviderAndConsumer(t *testing.T) {
 	m := newMesh(t)
 	meshtest.Git(t, m.Work, "mv", "assignments/n2/gitea.yaml", "assignments/n1/gitea.yaml")
 	m.Push(t, "gitea moves to its database's node")
-	v := vaulttest.Start(t)
-	signer := testSigner(t)
-	once := func() *Outcome {
-		t.Helper()
-		got := runOnce(t, m, v, signer, nil)
-		if got.err != nil {
-			t.Fatal(got.err)
-		}
-		return got.out
-	}
-	applied := func() {
-		var d declaration.Declaration
-		if err := json.Unmarshal([]byte(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n1:declaration.json")), &d); err != nil {
-			t.Fatal(err)
-		}
-		m.PushReport(t, "n1", []byte(fmt.Sprintf(`{"mesh":"lab","node":"n1","generation":%d,"attempted":%d,"source":"x","time":%q}`,
-			d.Generation, d.Generation, time.Now().UTC().Format(time.RFC3339Nano))))
-	}
+	b := newRotationBed(t, m)
+	v, once := b.v, b.once
+	applied := func() { b.applied("n1") }
 	view := func(want string) {
 		t.Helper()
 		if got := rotationView(t, m, secret, "n1", "n1", "gitea__n1"); got != want {
