@@ -52,17 +52,17 @@ func (s *pgServer) psql(user, password, db, sql string) *exec.Cmd {
 	return cmd
 }
 
-// query runs sql as the superuser and returns its output.
-func (s *pgServer) query(t *testing.T, sql string) string {
+// query runs sql as the superuser in database db and returns its output.
+func (s *pgServer) query(t *testing.T, db, sql string) string {
 	t.Helper()
-	out, err := s.psql("postgres", s.superuser, "postgres", sql).CombinedOutput()
+	out, err := s.psql("postgres", s.superuser, db, sql).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", sql, err, out)
 	}
 	return strings.TrimSpace(string(out))
 }
 
-// loginsStep returns how to run the rendered postgres/logins step of d
+// loginsStep returns how to run the rendered postgres/logins step
 // against s, with the consumers' files in consumers.
 func (s *pgServer) loginsStep(step *declaration.Container, consumers string) stepRun {
 	return stepRun{
@@ -200,6 +200,11 @@ func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 					t.Fatalf("%s: gitea presents %s with version %d against database %s; want %s version %d against %s",
 						ph.name, user, version, db, SlotLogin(login, ph.reads.slot), ph.reads.version, login)
 				}
+				// It is recreated when the password it reads changes: a
+				// restart the renderer derives, no definition declares.
+				if !slices.Contains(server.RestartOn, "gitea/db-password") {
+					t.Fatalf("%s: gitea/server is not recreated by gitea/db-password: restartOn %v", ph.name, server.RestartOn)
+				}
 				out, err := pg.psql(user, values[version], db, fmt.Sprintf(
 					"CREATE TABLE p%d (x text); INSERT INTO p%[1]d VALUES ('%s')", i, ph.name)).CombinedOutput()
 				outputs = append(outputs, string(out))
@@ -232,11 +237,11 @@ func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 				if madeB {
 					roles += "," + SlotLogin(login, "b")
 				}
-				if got := pg.query(t, "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'gitea%'"); got != roles {
+				if got := pg.query(t, "postgres", "SELECT string_agg(rolname, ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'gitea%'"); got != roles {
 					t.Fatalf("%s: roles %s, want %s", ph.name, got, roles)
 				}
-				owners := pg.query(t, "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '"+login+"'")
-				tables := strings.Fields(psqlIn(t, pg, login, "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"))
+				owners := pg.query(t, "postgres", "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '"+login+"'")
+				tables := strings.Fields(pg.query(t, login, "SELECT DISTINCT tableowner FROM pg_tables WHERE schemaname = 'public'"))
 				if owners != login || len(tables) != 1 || tables[0] != login {
 					t.Fatalf("%s: the database belongs to %s and its tables to %v; want %s alone", ph.name, owners, tables, login)
 				}
@@ -256,16 +261,6 @@ func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 			noSecretIn(t, append(outputs, pg.log.String()), append(secretValues(values), pg.superuser)...)
 		})
 	}
-}
-
-// psqlIn runs sql as the superuser in database db.
-func psqlIn(t *testing.T, pg *pgServer, db, sql string) string {
-	t.Helper()
-	out, err := pg.psql("postgres", pg.superuser, db, sql).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", sql, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // pgSession is a psql session kept open.
