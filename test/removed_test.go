@@ -21,16 +21,25 @@ import (
 )
 
 // idleModule runs one container from the test image (digest-pinned ref)
-// that writes into its data directory and sleeps.
+// that writes into its data directory and sleeps, with a secret file.
 const idleModule = `description: a container that keeps a file in its data directory and sleeps
 requires:
   - name: data
     contract: host-directory
     provider: host
+  - name: token
+    contract: secret
+    provider: module
+    seat: mesh-vault
+    spec: {length: 24, alphabet: alnum}
 resources:
   - directory: data
     path: ${{ data.path }}/idle
     mode: "0755"
+  - file: token
+    path: ${{ data.path }}/token
+    secret: ${{ token.value }}
+    mode: "0400"
   - container: idle
     image: %s
     command: [sh, -c, "echo kept > /data/kept && exec sleep 3600"]
@@ -42,7 +51,8 @@ resources:
 // TestRemovedNodeStopsItsContainers: node n4 runs a container under the real
 // hostd binary and podman. Removed from the mesh, its branch gets a final,
 // empty declaration; hostd applies it, removes the container it ran and
-// keeps its data directory; meshgen status lists n4 as removed.
+// keeps its data directory, and removes the secret file it wrote; meshgen
+// status lists n4 as removed.
 func TestRemovedNodeStopsItsContainers(t *testing.T) {
 	ctx := context.Background()
 	bin := t.TempDir()
@@ -123,17 +133,22 @@ podman:
 	if err := jsonUnmarshal(meshtest.Git(t, m.Bare, "cat-file", "blob", "node/n4:declaration.json"), &d); err != nil {
 		t.Fatal(err)
 	}
-	var name, dataDir string
+	var name, dataDir, token string
 	for _, res := range d.Resources {
-		if res.Container != nil {
+		switch {
+		case res.Container != nil:
 			name = res.Container.Name
-		}
-		if res.Directory != nil {
+		case res.Directory != nil:
 			dataDir = res.Directory.Path
+		case res.File != nil && res.File.Secret != nil:
+			token = res.File.Path
 		}
 	}
 	if name == "" || dataDir == "" || !strings.Contains(containers(), name) {
 		t.Fatalf("container %q (data %q) is not running after the first apply:\n%s", name, dataDir, containers())
+	}
+	if b, err := os.ReadFile(token); err != nil || len(b) != 24 {
+		t.Fatalf("secret file %q after the first apply: %d bytes, %v", token, len(b), err)
 	}
 	// The container writes its file as it starts: wait for it (hostd does
 	// not wait for a container's command).
@@ -169,6 +184,9 @@ podman:
 	}
 	if b, err := os.ReadFile(kept); err != nil || string(b) != "kept\n" {
 		t.Fatalf("the removed node's data was not kept: %q, %v", b, err)
+	}
+	if _, err := os.Stat(token); !os.IsNotExist(err) || !slices.Contains(rep.RemovedFiles, token) {
+		t.Fatalf("the secret file %s is still held (stat: %v; report removed %v)", token, err, rep.RemovedFiles)
 	}
 
 	nodes, err := status.Read(m.Bare, status.ReadOptions{})
