@@ -2,16 +2,20 @@ package loop
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/internal/meshtest"
 	"github.com/meshgen/meshgen/reconciler/branch"
 	"github.com/meshgen/meshgen/reconciler/sign"
+	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
 
@@ -133,5 +137,54 @@ func TestRemovedNodeIsEmptied(t *testing.T) {
 	}
 	if msg := meshtest.Git(t, m.Bare, "log", "-1", "--format=%B", "node/n4"); strings.Contains(msg, "Removed from the mesh") {
 		t.Fatalf("n4 enrolled again is still said removed:\n%s", msg)
+	}
+}
+
+// TestRemovedNodeOtherPaths: the removal is written the same way on a git
+// server (through the cache, the branch pushed with compare-and-swap) and by
+// Reconcile, which observes nothing and reads the node branches itself.
+func TestRemovedNodeOtherPaths(t *testing.T) {
+	for _, how := range []string{"remote", "reconcile"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := context.Background()
+			m := newMesh(t)
+			enrolN4(t, m, vaulttest.NewNode(t).Recipient().String())
+			m.Push(t, "enrol n4")
+			signer, _ := signtest.Signer(t)
+			opts := Options{Repo: m.Bare, Vault: vaulttest.Start(t).Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if how == "remote" {
+				opts.Repo = meshtest.GitDaemon(t, filepath.Dir(m.Bare)) + filepath.Base(m.Bare)
+				opts.CacheDir = filepath.Join(t.TempDir(), "cache")
+			}
+			r, err := New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if _, err := r.Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			meshtest.Git(t, m.Work, "rm", "-q", "-r", "nodes/n4.yaml", "assignments/n4")
+			m.Push(t, "n4 leaves the mesh")
+			var out *Outcome
+			if how == "remote" {
+				out, err = r.Once(ctx)
+			} else {
+				repo, lerr := schema.LoadRef(m.Bare, branch.MainRef)
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				out, err = r.Reconcile(ctx, repo, nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(out.Removed, []string{"n4"}) {
+				t.Fatalf("removed %v, written %v; want n4 removed", out.Removed, out.Written)
+			}
+			if d, body := decl(t, m, "n4"); d.Generation != 2 || len(d.Resources) != 0 {
+				t.Fatalf("node/n4 on the server: %s", body)
+			}
+		})
 	}
 }
