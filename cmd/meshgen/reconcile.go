@@ -56,7 +56,8 @@ COSIGN_PASSWORD or from --password-file.
 
 With --watch, reconcile runs on every push to main or to status/<node>
 (fsnotify on a local repository's refs; polling a remote every --interval)
-and on every change in vaultd (a rotation), a burst of pushes coalesced into
+and on every change in vaultd (its change token, polled every --interval,
+moved: a value put, a rotation started), a burst of pushes coalesced into
 one reconcile, and logs one JSON line per reconcile.`,
 		Example: `  COSIGN_PASSWORD=... meshgen reconcile --repo /srv/mesh.git --vault /run/vaultd.sock --key reconciler.key --watch
   meshgen reconcile --repo https://git.example/mesh.git --vault /run/vaultd.sock --key reconciler.key --password-file /etc/meshgen/key.pw`,
