@@ -194,7 +194,7 @@ func TestLabMosquittoCreatesTheAccounts(t *testing.T) {
 // of that true.
 func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 	needTools(t, "mosquitto", "mosquitto_ctrl", "mosquitto_pub", "mosquitto_sub")
-	res := resolveDir(t, labWithBusConsumer(t))
+	lab := labWithBusConsumer(t)
 	const secret, login = "mqtt-broker.sensor@n3.bus", "sensor__n3"
 	for _, tt := range []struct {
 		name   string
@@ -204,6 +204,8 @@ func TestLabMosquittoRotatesOverTwoAccounts(t *testing.T) {
 		{"abandoned", abandonedRotation},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := resolveDir(t, lab)
 			b := startMosquitto(t)
 			values := rotationValues()
 			consumers := filepath.Join(b.dir, "consumers")

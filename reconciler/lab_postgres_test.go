@@ -140,7 +140,6 @@ func TestLabPostgresCreatesTheLogins(t *testing.T) {
 // rotation abandoned before gitea moved, keep all of that true.
 func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 	needTools(t, "initdb", "postgres", "psql", "pg_isready")
-	res := resolveDir(t, "../examples/lab")
 	const secret, login = "postgres-database.gitea@n2.db", "gitea__n2"
 	for _, tt := range []struct {
 		name   string
@@ -150,6 +149,8 @@ func TestLabPostgresRotatesOverTwoLogins(t *testing.T) {
 		{"abandoned", abandonedRotation},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := resolveDir(t, "../examples/lab")
 			pg := startPostgres(t)
 			values := rotationValues()
 			consumers := filepath.Join(pg.dir, "consumers")
