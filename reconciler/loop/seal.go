@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
@@ -58,8 +59,8 @@ const (
 // its consumers waiting.
 //
 // What the cache answers is not asked again; the rest is asked in batches
-// of sealBatchSize when the Vault is a [BatchSealer], else one request per
-// secret on SealWorkers workers.
+// of sealBatchSize when the Vault is a [BatchSealer] (and vaultd has the
+// batch seal), else one request per secret on SealWorkers workers.
 func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
 	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}, undelivered: map[string]bool{}}
 	held := map[string]*client.SecretStatus{}
@@ -91,15 +92,34 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 			todo = append(todo, i)
 		}
 	}
+	single := func(i int) {
+		resp, err := r.opts.Vault.Seal(ctx, asks[i].req)
+		errs[i] = r.answered(&mu, out, res.Secrets[i], asks[i], resp, err)
+	}
 	if bs, ok := r.opts.Vault.(BatchSealer); ok {
 		batches := slices.Collect(slices.Chunk(todo, sealBatchSize))
+		var noBatch atomic.Bool
 		parallel(len(batches), sealBatchesInFlight, func(b int) {
 			batch := batches[b]
 			reqs := make([]client.SealRequest, len(batch))
 			for j, i := range batch {
 				reqs[j] = asks[i].req
 			}
-			results, err := bs.SealBatch(ctx, reqs)
+			var results []client.SealResult
+			var err error
+			if !noBatch.Load() {
+				results, err = bs.SealBatch(ctx, reqs)
+			}
+			if noBatch.Load() || errors.Is(err, client.ErrNotFound) {
+				// A vaultd older than the batch seal answers its route is
+				// not found (it refuses nothing else of a batch so): ask
+				// it one secret per request, as before.
+				noBatch.Store(true)
+				for _, i := range batch {
+					single(i)
+				}
+				return
+			}
 			for j, i := range batch {
 				need := res.Secrets[i]
 				if err != nil {
@@ -110,11 +130,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 			}
 		})
 	} else {
-		parallel(len(todo), r.opts.SealWorkers, func(j int) {
-			i := todo[j]
-			resp, err := r.opts.Vault.Seal(ctx, asks[i].req)
-			errs[i] = r.answered(&mu, out, res.Secrets[i], asks[i], resp, err)
-		})
+		parallel(len(todo), r.opts.SealWorkers, func(j int) { single(todo[j]) })
 	}
 	for i, err := range errs {
 		if err != nil && res.Secrets[i].Spec.Operator && errors.Is(err, client.ErrNotDelivered) {

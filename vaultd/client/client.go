@@ -70,6 +70,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -175,13 +176,18 @@ func (c *Client) Seal(ctx context.Context, req SealRequest) (*SealResponse, erro
 // batch as a whole failed (transport, a refused caller, a malformed batch,
 // vaultd's store), and then no result is returned: records may or may not
 // have been written, and sealing again is safe (the same version sealed to
-// the same recipient is the same bytes).
+// the same recipient is the same bytes). A vaultd older than the batch seal
+// answers [ErrNotFound] for the whole batch: seal with [Client.Seal] then.
 func (c *Client) SealBatch(ctx context.Context, reqs []SealRequest) ([]SealResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	var r SealBatchResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/seal-batch", SealBatchRequest{Requests: reqs}, &r); err != nil {
+		var e *Error
+		if errors.As(err, &e) && e.Code == CodeNotFound {
+			return nil, fmt.Errorf("vaultd at %s has no batch seal (it is older than this client; seal one secret at a time): %w", c.addr, err)
+		}
 		return nil, err
 	}
 	if len(r.Items) != len(reqs) {

@@ -1,8 +1,13 @@
 package client
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,5 +58,29 @@ func TestErrorCodes(t *testing.T) {
 	}
 	if CodeOf(errors.New("disk full")) != CodeInternal {
 		t.Fatal("a plain error is not internal")
+	}
+}
+
+// TestSealBatchOfAnOlderVaultd: a vaultd without /v1/seal-batch answers it
+// as any unknown route (404, "not-found"); SealBatch says so, as an
+// ErrNotFound the caller falls back on.
+func TestSealBatchOfAnOlderVaultd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "v.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(ErrorBody{Code: CodeNotFound, Error: "no such endpoint", Hint: "the API is under /v1 (see package vaultd/client)"})
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := Dial(sock)
+	defer c.Close()
+	res, err := c.SealBatch(context.Background(), []SealRequest{{Name: "a", Recipients: []string{"age1x"}}})
+	if res != nil || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "has no batch seal (it is older than this client") {
+		t.Fatalf("an older vaultd: %v %v", res, err)
 	}
 }
