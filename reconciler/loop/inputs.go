@@ -57,7 +57,8 @@ type inputs struct {
 	// State is the sha256 of state.json recorded beside.
 	State string `json:"state"`
 	// Waiting is what the resolution found waiting for a provider's
-	// answer, reported again by a reconcile that does nothing.
+	// answer or an operator's secret, reported again by a reconcile that
+	// does nothing (meshgen status reads the same from waiting.json).
 	Waiting []reconciler.Waiting `json:"waiting,omitempty"`
 }
 
