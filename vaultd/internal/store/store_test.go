@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"filippo.io/age"
@@ -410,5 +411,74 @@ func TestDecodeGroupRefusesDamage(t *testing.T) {
 	got, err := decodeGroup(good)
 	if err != nil || len(got) != 1 || got[0].Key != "a" || string(got[0].Data) != "data" {
 		t.Fatalf("round trip: %v %v", got, err)
+	}
+}
+
+// TestConcurrentWritesSupersedingOneFile: writes of different keys at once,
+// each superseding part of the same older file, leave each key's newest
+// record and no superseded entry anywhere.
+func TestConcurrentWritesSupersedingOneFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "vault")
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []Entry
+	for i := range 100 {
+		all = append(all, Entry{Key: fmt.Sprintf("k%03d", i), Data: fmt.Appendf(nil, "k%03d=v0", i)})
+	}
+	if err := s.Write(all); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, e := range all {
+		want[e.Key] = string(e.Data)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 10 {
+		wg.Go(func() {
+			for round := 1; round <= 3; round++ {
+				var es []Entry
+				for i := w * 10; i < w*10+10; i += round {
+					es = append(es, Entry{Key: fmt.Sprintf("k%03d", i), Data: fmt.Appendf(nil, "k%03d=v%d", i, round)})
+				}
+				if err := s.Write(es); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, e := range es {
+					want[e.Key] = string(e.Data)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range files(t, dir) {
+		plain, err := s.read(filepath.Join(dir, "records", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := decodeGroup(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range held {
+			if want[e.Key] != string(e.Data) {
+				t.Errorf("file %s keeps %s of %s, superseded by %s", f, e.Data, e.Key, want[e.Key])
+			}
+		}
+	}
+	s.Close()
+	got := records(t, dir)
+	var wantAll []string
+	for _, v := range want {
+		wantAll = append(wantAll, v)
+	}
+	sort.Strings(wantAll)
+	if strings.Join(got, ",") != strings.Join(wantAll, ",") {
+		t.Fatalf("records %v, want %v", got, wantAll)
 	}
 }
