@@ -87,7 +87,7 @@ func renderWith(t *testing.T, res *Resolution, sealed SealedSecrets) map[string]
 	return decls
 }
 
-// resource returns the resource id of d.
+// resource returns the resource of d whose ID is id.
 func resource(t *testing.T, d *declaration.Declaration, id string) *declaration.Resource {
 	t.Helper()
 	return &d.Resources[indexOf(t, d, id)]
