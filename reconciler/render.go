@@ -367,7 +367,13 @@ func (r *renderer) consumers() error {
 			info.Credentials = append(info.Credentials, cred)
 		}
 		if held.Retire != "" && s.TwoParty {
-			info.Retire = append(info.Retire, SlotLogin(s.Identity.Login, held.Retire))
+			retire := SlotLogin(s.Identity.Login, held.Retire)
+			for _, c := range info.Credentials {
+				if c.Login == retire {
+					return fmt.Errorf("consumer %s: secret %q would retire login %s while it is in use: vaultd's rotation state is inconsistent; see `meshgen vault status`", s.Consumer, s.Secret, retire)
+				}
+			}
+			info.Retire = append(info.Retire, retire)
 		}
 		id := r.id(meshPrefix + "consumer." + base + ".json")
 		r.out = append(r.out, declaration.Resource{

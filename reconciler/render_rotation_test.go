@@ -71,6 +71,15 @@ func TestRenderRotationPhases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("retiring the slot in use is refused", func(t *testing.T) {
+		_, err := Render(res, phaseSealed{
+			db + "/applier": {Current: cred(db, 2, "b"), Retire: "b"}, db + "/reader": reader(cred(db, 2, "b")),
+			superuser + "/applier": {Current: cred(superuser, 2, "")},
+		})
+		if err == nil || !strings.Contains(err.Error(), "would retire login gitea__n2__b while it is in use") {
+			t.Fatalf("got %v", err)
+		}
+	})
 	for _, p := range phases {
 		t.Run(p.name, func(t *testing.T) {
 			decls, err := Render(res, p.sealed)
