@@ -109,6 +109,9 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 			var err error
 			if !noBatch.Load() {
 				results, err = bs.SealBatch(ctx, reqs)
+				if err == nil && len(results) != len(reqs) {
+					err = fmt.Errorf("vault answered %d of %d secrets of a batch", len(results), len(reqs))
+				}
 			}
 			if noBatch.Load() || errors.Is(err, client.ErrNotFound) {
 				// A vaultd older than the batch seal answers its route is
