@@ -48,7 +48,8 @@ func TestReadAndSummarize(t *testing.T) {
 			Resources: []declaration.Result{{ID: "web/app", Outcome: declaration.Unchanged}}},
 		"n2": {Node: "n2", Generation: 6, Attempted: 7, Time: now.Add(-time.Minute), Resources: []declaration.Result{
 			{ID: "db/init", Outcome: declaration.Failed, Reason: "exit status 1"},
-			{ID: "db/server", Outcome: declaration.Gated}}},
+			{ID: "db/server", Outcome: declaration.Gated}},
+			LeftFiles: []declaration.LeftFile{{Path: "/srv/db/.mesh/consumers/app__n1.db.password", Reason: "kept until an apply succeeds"}}},
 		"n3": {Node: "n3", Generation: 2, Attempted: 2, Time: now.Add(-time.Hour)},
 		"n4": {Node: "n4", Generation: 0, Attempted: 1, Time: now.Add(-time.Minute), Refused: "signature does not verify"},
 		"n5": {Node: "n5", Generation: 2, Attempted: 2, Time: now.Add(-time.Minute)},
@@ -83,7 +84,8 @@ func TestReadAndSummarize(t *testing.T) {
 	if err := sum.WriteText(&text, now); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"n2: db/init failed: exit status 1", "n2: gated: db/server", "n4: refused generation 1: signature does not verify", "n3    stale"} {
+	for _, s := range []string{"n2: db/init failed: exit status 1", "n2: gated: db/server",
+		"n2: still holds /srv/db/.mesh/consumers/app__n1.db.password, a secret no longer declared: kept until an apply succeeds", "n4: refused generation 1: signature does not verify", "n3    stale"} {
 		if !strings.Contains(text.String(), s) {
 			t.Errorf("text output lacks %q:\n%s", s, text.String())
 		}

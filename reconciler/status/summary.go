@@ -60,6 +60,9 @@ type Entry struct {
 	Failures []declaration.Result `json:"failures,omitempty"`
 	// Gated are the resources not reached because of a failure.
 	Gated []string `json:"gated,omitempty"`
+	// LeftFiles are secret files no longer declared that the node still
+	// holds (a retired credential, say), with why hostd left them.
+	LeftFiles []declaration.LeftFile `json:"leftFiles,omitempty"`
 }
 
 // Waiting is a consumer's requirement waiting for its provider's answer
@@ -130,6 +133,7 @@ func Summarize(nodes []Node, opts SummaryOptions) *Summary {
 			e.State = Never
 		default:
 			e.Applied, e.Attempted, e.When, e.Refused = r.Generation, r.Attempted, r.Time, r.Refused
+			e.LeftFiles = r.LeftFiles
 			for _, res := range r.Resources {
 				switch res.Outcome {
 				case declaration.Failed:
@@ -207,6 +211,9 @@ func (s *Summary) WriteText(w io.Writer, now time.Time) error {
 		}
 		if len(e.Gated) > 0 {
 			fmt.Fprintf(w, "%s: gated: %s\n", e.Node, strings.Join(e.Gated, ", "))
+		}
+		for _, f := range e.LeftFiles {
+			fmt.Fprintf(w, "%s: still holds %s, a secret no longer declared: %s\n", e.Node, f.Path, f.Reason)
 		}
 	}
 	for _, ro := range s.Rotations {
