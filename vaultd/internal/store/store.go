@@ -289,10 +289,10 @@ func (s *FileStore) Write(entries []Entry) error {
 	var gone []string
 	s.mu.Lock()
 	for _, e := range entries {
-		if old, ok := s.at[e.Key]; ok && !slices.Contains(older, old) {
-			older = append(older, old)
-		}
 		if old, ok := s.at[e.Key]; ok {
+			if !slices.Contains(older, old) {
+				older = append(older, old)
+			}
 			if s.live[old]--; s.live[old] == 0 {
 				delete(s.live, old)
 			}
