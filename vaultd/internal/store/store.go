@@ -219,6 +219,10 @@ func decodeGroup(b []byte) ([]Entry, error) {
 		if k <= 0 || n > uint64(len(rest)-k) {
 			return nil, errors.New("a record is cut short (damaged?)")
 		}
+		if k != len(binary.AppendUvarint(nil, n)) {
+			// One encoding per group: what encodeGroup writes.
+			return nil, errors.New("a length is not in its shortest form (damaged?)")
+		}
 		f := rest[k : k+int(n)]
 		rest = rest[k+int(n):]
 		return f, nil

@@ -482,3 +482,25 @@ func TestConcurrentWritesSupersedingOneFile(t *testing.T) {
 		t.Fatalf("records %v, want %v", got, wantAll)
 	}
 }
+
+// FuzzDecodeGroup: whatever a group file's plaintext holds, decodeGroup
+// either refuses it or reads entries that encode back to the same bytes.
+func FuzzDecodeGroup(f *testing.F) {
+	for _, es := range [][]Entry{
+		nil,
+		{{Key: "a", Data: []byte(`{"name":"a"}`)}},
+		{{Key: "db/app", Data: bytes.Repeat([]byte("x"), 300)}, {Key: "", Data: nil}},
+	} {
+		f.Add(encodeGroup(es))
+	}
+	f.Add([]byte(groupMagic + "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := decodeGroup(b)
+		if err != nil {
+			return
+		}
+		if back := encodeGroup(es); !bytes.Equal(back, b) {
+			t.Fatalf("%q decodes to %d entries that encode to %q", b, len(es), back)
+		}
+	})
+}

@@ -145,3 +145,66 @@ func BenchmarkWrap(b *testing.B) {
 		})
 	}
 }
+
+// FuzzParse: Parse takes exactly what age takes, and what it takes it
+// reads as the 32-byte key age's own bech32 holds (checked by encoding it
+// back with age's recipient of the same key).
+func FuzzParse(f *testing.F) {
+	for range 4 {
+		id, _ := age.GenerateX25519Identity()
+		f.Add(id.Recipient().String())
+	}
+	f.Add("age1")
+	f.Add("age1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq")
+	f.Fuzz(func(t *testing.T, s string) {
+		ar, ageErr := age.ParseX25519Recipient(s)
+		r, err := Parse(s)
+		if (err == nil) != (ageErr == nil) {
+			t.Fatalf("Parse(%q): %v, age: %v", s, err, ageErr)
+		}
+		if err != nil {
+			return
+		}
+		back, err := age.ParseX25519Recipient(encodeAge(t, r.their.Bytes()))
+		if err != nil || back.String() != ar.String() {
+			t.Fatalf("Parse(%q) read another key: %v", s, err)
+		}
+	})
+}
+
+// encodeAge writes a 32-byte key as an "age1..." recipient (bech32), the
+// test's own encoder to check decodeBech32 against.
+func encodeAge(t *testing.T, key []byte) string {
+	t.Helper()
+	var values []byte
+	acc, bits := uint32(0), uint(0)
+	for _, b := range key {
+		acc = acc<<8 | uint32(b)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			values = append(values, byte(acc>>bits)&31)
+		}
+	}
+	if bits > 0 {
+		values = append(values, byte(acc<<(5-bits))&31)
+	}
+	hrp := "age"
+	var pre []byte
+	for i := 0; i < len(hrp); i++ {
+		pre = append(pre, hrp[i]>>5)
+	}
+	pre = append(pre, 0)
+	for i := 0; i < len(hrp); i++ {
+		pre = append(pre, hrp[i]&31)
+	}
+	mod := polymod(append(append(pre, values...), 0, 0, 0, 0, 0, 0)) ^ 1
+	out := hrp + "1"
+	for _, v := range values {
+		out += string(charset[v])
+	}
+	for p := range 6 {
+		out += string(charset[byte(mod>>(5*(5-p)))&31])
+	}
+	return out
+}
