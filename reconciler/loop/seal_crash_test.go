@@ -93,17 +93,25 @@ func TestVaultKilledDuringFirstReconcile(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := reconcile(c); done <- err }()
 	// Kill once some batches are on disk and others are not.
-	for {
-		groups, _ := filepath.Glob(filepath.Join(dir, "records", "g*"))
-		if len(groups) >= 2 {
+	var first error
+	ended := false
+	for !ended {
+		if groups, _ := filepath.Glob(filepath.Join(dir, "records", "g*")); len(groups) >= 2 {
 			break
 		}
-		time.Sleep(time.Millisecond)
+		select {
+		case first = <-done:
+			ended = true
+		case <-time.After(time.Millisecond):
+		}
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	c.Close()
-	if err := <-done; err == nil {
+	if !ended {
+		first = <-done
+	}
+	if first == nil {
 		t.Log("the reconcile ended before the kill reached it")
 	}
 
