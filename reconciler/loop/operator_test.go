@@ -3,8 +3,6 @@ package loop
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,29 +24,9 @@ import (
 func TestOperatorSecretWaitsForDelivery(t *testing.T) {
 	ctx := context.Background()
 	m := newMesh(t)
-	gitea := filepath.Join(m.Work, "catalog", "modules", "gitea", "module.yaml")
-	b, err := os.ReadFile(gitea)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(string(b), "requires:\n", `requires:
-  - name: api-key
-    contract: secret
-    provider: module
-    seat: mesh-vault
-    spec: {operator: true}
-`, 1) + `  - file: api-key
-    path: ${{ data.path }}/secrets/api-key
-    secret: ${{ api-key.value }}
-    mode: "0400"
-`
-	if err := os.WriteFile(gitea, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m.Push(t, "gitea needs an external API key")
+	name := needOperatorKey(t, m)
 	var log bytes.Buffer
 	r, _, v := newReconcilerVault(t, m, &log)
-	const name = "gitea@n2.api-key"
 
 	out, err := r.Once(ctx)
 	if err != nil {
