@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,18 +156,7 @@ func TestReconcileLab(t *testing.T) {
 func TestWatchCoalescesPushes(t *testing.T) {
 	m := newMesh(t)
 	r, _ := newReconciler(t, m, io.Discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outcomes := make(chan *Outcome, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- r.Watch(ctx, WatchOptions{Interval: time.Hour, Quiet: 300 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
-			if err != nil {
-				t.Errorf("reconcile: %v", err)
-			}
-			outcomes <- o
-		}})
-	}()
+	outcomes, stop := watching(t, r, WatchOptions{Interval: time.Hour, Quiet: 300 * time.Millisecond})
 	first := <-outcomes
 	if len(first.Written) != 3 {
 		t.Fatalf("first reconcile wrote %v", first.Written)
@@ -186,10 +176,7 @@ func TestWatchCoalescesPushes(t *testing.T) {
 			o = <-outcomes
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if n := len(outcomes); n > 0 {
 		t.Errorf("%d extra reconciles after the burst was reconciled", n)
 	}
@@ -252,28 +239,43 @@ func TestWatchSeesARotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outcomes := make(chan *Outcome, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- r.Watch(ctx, WatchOptions{Interval: 100 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
-			if err != nil {
-				t.Errorf("reconcile: %v", err)
-			}
-			outcomes <- o
-		}})
-	}()
+	outcomes, stop := watching(t, r, WatchOptions{Interval: 100 * time.Millisecond})
 	<-outcomes
 	if _, err := v.Client.Rotate(context.Background(), "mosquitto@n1.admin"); err != nil {
 		t.Fatal(err)
 	}
 	o := <-outcomes
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if !slices.Equal(o.Written, []string{"n1"}) {
 		t.Fatalf("after the rotation wrote %v, want [n1]", o.Written)
 	}
+}
+
+// watching runs r.Watch with opts in a goroutine, sending every outcome to
+// the channel it returns (a failed reconcile fails the test); stop cancels
+// the watch and fails the test if it ended with an error.
+func watching(t *testing.T, r *Reconciler, opts WatchOptions) (outcomes chan *Outcome, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	outcomes = make(chan *Outcome, 16)
+	done := make(chan error, 1)
+	opts.Reconciled = func(o *Outcome, err error) {
+		if err != nil {
+			t.Errorf("reconcile: %v", err)
+		}
+		outcomes <- o
+	}
+	go func() { done <- r.Watch(ctx, opts) }()
+	var once sync.Once
+	stop = func() {
+		t.Helper()
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Cleanup(func() { once.Do(func() { cancel(); <-done }) })
+	return outcomes, stop
 }

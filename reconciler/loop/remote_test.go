@@ -69,18 +69,7 @@ func TestWatchPollsRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outcomes := make(chan *Outcome, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- r.Watch(ctx, WatchOptions{Interval: 100 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
-			if err != nil {
-				t.Errorf("reconcile: %v", err)
-			}
-			outcomes <- o
-		}})
-	}()
+	outcomes, stop := watching(t, r, WatchOptions{Interval: 100 * time.Millisecond})
 	if first := <-outcomes; len(first.Written) != 3 {
 		t.Fatalf("first reconcile wrote %v", first.Written)
 	}
@@ -93,10 +82,7 @@ func TestWatchPollsRemote(t *testing.T) {
 	meshtest.Git(t, m.Work, "mv", "assignments/n2/gitea.yaml", "gitea.yaml.off")
 	src := m.Push(t, "n2 runs nothing")
 	o := <-outcomes
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	// n2 and the database serving gitea on n1 change; the CA on n3 does not.
 	if o.Source != src || !slices.Equal(o.Written, []string{"n1", "n2"}) {
 		t.Fatalf("after the push: source %s wrote %v; want %s and [n1 n2]", o.Source, o.Written, src)

@@ -55,18 +55,7 @@ func TestWatchPollsTheVaultToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	outcomes := make(chan *Outcome, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- r.Watch(ctx, WatchOptions{Interval: 20 * time.Millisecond, Reconciled: func(o *Outcome, err error) {
-			if err != nil {
-				t.Errorf("reconcile: %v", err)
-			}
-			outcomes <- o
-		}})
-	}()
+	outcomes, stop := watching(t, r, WatchOptions{Interval: 20 * time.Millisecond})
 	if first := <-outcomes; len(first.Written) != 3 {
 		t.Fatalf("first reconcile wrote %v", first.Written)
 	}
@@ -87,10 +76,7 @@ func TestWatchPollsTheVaultToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := <-outcomes
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 	if !slices.Equal(o.Written, []string{"n1"}) {
 		t.Fatalf("after the rotation wrote %v, want [n1]", o.Written)
 	}
