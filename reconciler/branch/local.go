@@ -17,7 +17,6 @@ import (
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -128,7 +127,33 @@ func (f listingFS) ReadDir(p string) ([]fs.FileInfo, error) {
 		}
 		infos = append(infos, fi)
 	}
+	if filepath.ToSlash(filepath.Clean(p)) == "objects/pack" {
+		infos = indexedPacks(f.root, infos)
+	}
 	return infos, nil
+}
+
+// indexedPacks leaves out of a listing of objects/pack every pack whose
+// index is not in place yet. git receive-pack and index-pack (a push into
+// this repository) rename a new .pack into place before its .idx; go-git
+// finds packs by the .pack, and would fail every read on the index it
+// cannot open yet. ([writePackfile] renames the .idx first.)
+func indexedPacks(root string, infos []fs.FileInfo) []fs.FileInfo {
+	names := make(map[string]bool, len(infos))
+	for _, fi := range infos {
+		names[fi.Name()] = true
+	}
+	out := infos[:0]
+	for _, fi := range infos {
+		if base, ok := strings.CutSuffix(fi.Name(), ".pack"); ok && strings.HasPrefix(base, "pack-") && !names[base+".idx"] {
+			// The listing may have missed an index renamed in meanwhile.
+			if _, err := os.Stat(filepath.Join(root, "objects", "pack", base+".idx")); err != nil {
+				continue
+			}
+		}
+		out = append(out, fi)
+	}
+	return out
 }
 
 func (l *local) snapshot(_ context.Context, refs []string) (func() (storer.EncodedObjectStorer, func()), map[string]plumbing.Hash, error) {
@@ -152,33 +177,12 @@ func (l *local) snapshot(_ context.Context, refs []string) (func() (storer.Encod
 	return l.view, tips, nil
 }
 
-func (l *local) writePack(_ context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
-	return writePackTo(s, objs, hashes)
-}
-
-// writePackTo writes hashes, read from objs, as one packfile into s.
-func writePackTo(s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
+func (l *local) writePack(_ context.Context, _ storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
 	if len(hashes) == 0 {
 		return nil
 	}
-	pw, ok := s.(storer.PackfileWriter)
-	if !ok {
-		return errors.New("write packfile: the repository storage cannot take a packfile")
-	}
-	w, err := pw.PackfileWriter()
-	if err != nil {
-		return fmt.Errorf("write packfile: %w", err)
-	}
-	// No delta search: the objects are small and mostly distinct, and a
-	// window costs more time than it saves space.
-	if _, err := packfile.NewEncoder(w, objs.store, false).Encode(hashes, 0); err != nil {
-		w.Close()
-		return fmt.Errorf("write packfile: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("write packfile: %w", err)
-	}
-	return nil
+	_, err := writePackfile(l.path, objs, hashes)
+	return err
 }
 
 func (l *local) update(_ context.Context, ups []refUpdate) (conflicts, locked []string, err error) {

@@ -2,7 +2,9 @@ package branch
 
 import (
 	"fmt"
+	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,19 +13,27 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/storage/memory"
 )
 
-// objects collects new git objects in memory, in the order they were made.
+// objects collects new git objects in memory, in the order they were made,
+// as the bytes [writePackfile] packs.
 type objects struct {
 	mu     sync.Mutex
-	store  *memory.Storage
+	byHash map[plumbing.Hash]rawObject
 	hashes []plumbing.Hash
-	seen   map[plumbing.Hash]bool
+}
+
+// rawObject is one object's type and content.
+type rawObject struct {
+	typ  plumbing.ObjectType
+	data []byte
+	// stored: the content does not compress (age ciphertext), so it is
+	// packed with zlib's stored blocks rather than deflated.
+	stored bool
 }
 
 func newObjects() *objects {
-	return &objects{store: memory.NewStorage(), seen: map[plumbing.Hash]bool{}}
+	return &objects{byHash: map[plumbing.Hash]rawObject{}}
 }
 
 // blobHash returns the hash git gives content as a blob, without storing it.
@@ -31,36 +41,48 @@ func blobHash(content []byte) plumbing.Hash {
 	return plumbing.ComputeHash(plumbing.BlobObject, content)
 }
 
-func (o *objects) add(obj plumbing.EncodedObject) (plumbing.Hash, error) {
-	h := obj.Hash()
+// put keeps o under its hash h. The content is kept, not copied: callers
+// do not change it until the pack is written.
+func (o *objects) put(h plumbing.Hash, obj rawObject) plumbing.Hash {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.seen[h] {
-		return h, nil
+	if _, ok := o.byHash[h]; ok {
+		return h
 	}
-	if _, err := o.store.SetEncodedObject(obj); err != nil {
-		return h, err
-	}
-	o.seen[h] = true
+	o.byHash[h] = obj
 	o.hashes = append(o.hashes, h)
-	return h, nil
+	return h
 }
 
-func (o *objects) blob(content []byte) (plumbing.Hash, error) {
-	obj := &plumbing.MemoryObject{}
-	obj.SetType(plumbing.BlobObject)
-	obj.SetSize(int64(len(content)))
-	w, err := obj.Writer()
+func (o *objects) get(h plumbing.Hash) (rawObject, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obj, ok := o.byHash[h]
+	return obj, ok
+}
+
+// add keeps an object encoded by go-git (a commit).
+func (o *objects) add(obj plumbing.EncodedObject) (plumbing.Hash, error) {
+	r, err := obj.Reader()
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if _, err := w.Write(content); err != nil {
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	if err := w.Close(); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return o.add(obj)
+	return o.put(obj.Hash(), rawObject{typ: obj.Type(), data: data}), nil
+}
+
+func (o *objects) blob(content []byte) (plumbing.Hash, error) {
+	return o.put(blobHash(content), rawObject{typ: plumbing.BlobObject, data: content}), nil
+}
+
+// sealed keeps a sealed file, whose blob hash is h, to be packed without
+// compression.
+func (o *objects) sealed(content []byte, h plumbing.Hash) plumbing.Hash {
+	return o.put(h, rawObject{typ: plumbing.BlobObject, data: content, stored: true})
 }
 
 // treeEntry is a name in a tree pointing at a blob or a subtree.
@@ -80,15 +102,15 @@ func (o *objects) tree(entries []treeEntry) (plumbing.Hash, error) {
 		return e.name
 	}
 	sort.Slice(entries, func(i, j int) bool { return key(entries[i]) < key(entries[j]) })
-	t := &object.Tree{Entries: make([]object.TreeEntry, len(entries))}
-	for i, e := range entries {
-		t.Entries[i] = object.TreeEntry{Name: e.name, Mode: e.mode, Hash: e.hash}
+	var b []byte
+	for _, e := range entries {
+		b = strconv.AppendUint(b, uint64(e.mode), 8)
+		b = append(b, ' ')
+		b = append(b, e.name...)
+		b = append(b, 0)
+		b = append(b, e.hash[:]...)
 	}
-	obj := &plumbing.MemoryObject{}
-	if err := t.Encode(obj); err != nil {
-		return plumbing.ZeroHash, err
-	}
-	return o.add(obj)
+	return o.put(plumbing.ComputeHash(plumbing.TreeObject, b), rawObject{typ: plumbing.TreeObject, data: b}), nil
 }
 
 // commitInfo is what a node's commit says.
@@ -140,8 +162,9 @@ func commitMessage(node string, generation uint64, source, content string, remov
 const removedLine = "Removed from the mesh:"
 
 // nodeTree stores one node's files: declaration.json, its signature and
-// secrets/<id>.age.
-func (o *objects) nodeTree(decl, sig []byte, secrets map[string][]byte) (plumbing.Hash, error) {
+// secrets/<id>.age. hashes holds the sealed files' blob hashes, by path,
+// when the caller has them already.
+func (o *objects) nodeTree(decl, sig []byte, secrets map[string][]byte, hashes map[string]plumbing.Hash) (plumbing.Hash, error) {
 	dh, err := o.blob(decl)
 	if err != nil {
 		return plumbing.ZeroHash, err
@@ -157,10 +180,11 @@ func (o *objects) nodeTree(decl, sig []byte, secrets map[string][]byte) (plumbin
 	if len(secrets) > 0 {
 		var sub []treeEntry
 		for p, ct := range secrets {
-			h, err := o.blob(ct)
-			if err != nil {
-				return plumbing.ZeroHash, err
+			h, ok := hashes[p]
+			if !ok {
+				h = blobHash(ct)
 			}
+			o.sealed(ct, h)
 			sub = append(sub, treeEntry{name: strings.TrimPrefix(p, SecretsDir+"/"), mode: filemode.Regular, hash: h})
 		}
 		th, err := o.tree(sub)

@@ -19,7 +19,7 @@ func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
 		wg.Go(func() {
 			for i := range 25 {
 				objs := newObjects()
-				tr, err := objs.nodeTree(fmt.Appendf(nil, "%d-%d", w, i), []byte("s"), nil)
+				tr, err := objs.nodeTree(fmt.Appendf(nil, "%d-%d", w, i), []byte("s"), nil, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -30,7 +30,7 @@ func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
 					return
 				}
 				l := &local{path: repo}
-				if err := writePackTo(l.storage(), objs, objs.hashes); err != nil {
+				if _, err := writePackfile(repo, objs, objs.hashes); err != nil {
 					t.Error(err)
 					return
 				}

@@ -120,7 +120,7 @@ func (r *remote) snapshot(ctx context.Context, refs []string) (func() (storer.En
 func (r *remote) dir() string { return r.cache }
 
 func (r *remote) writePack(ctx context.Context, s storer.EncodedObjectStorer, objs *objects, hashes []plumbing.Hash) error {
-	return writePackTo(s, objs, hashes)
+	return r.local.writePack(ctx, s, objs, hashes)
 }
 
 func (r *remote) update(ctx context.Context, ups []refUpdate) (conflicts, locked []string, err error) {

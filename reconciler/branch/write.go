@@ -348,7 +348,7 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	tree, err := objs.nodeTree(body, sig, n.Secrets)
+	tree, err := objs.nodeTree(body, sig, n.Secrets, secrets)
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: build tree: %w", name, err)
 	}
