@@ -283,6 +283,7 @@ type writerSpec struct {
 	Writer    int
 	Rounds    int
 	Nodes     []string
+	Secrets   int // sealed files per node; 1 when 0
 }
 
 func writerProcess(spec string) int {
@@ -300,7 +301,7 @@ func writerProcess(spec string) int {
 	for round := range s.Rounds {
 		set := map[string]*Node{}
 		for _, n := range s.Nodes {
-			set[n] = testNode(n, fmt.Sprintf("p%d-r%d", s.Writer, round), 1)
+			set[n] = testNode(n, fmt.Sprintf("p%d-r%d", s.Writer, round), max(s.Secrets, 1))
 		}
 		r, err := OpenLocal(s.Repo)
 		if err != nil {
