@@ -80,7 +80,16 @@ type listingFS struct {
 // Open reads a pack index whole: go-git decodes an index with one read
 // system call per 4-byte word, which made loading a repository's indexes the
 // bulk of a write.
+//
+// A loose object that is not there (go-git looks for every object loose
+// before it looks in the packs, and nearly every object is packed here) is
+// answered with one lstat, not go-billy's walk of every path component.
 func (f listingFS) Open(name string) (billy.File, error) {
+	if isLooseObject(name) {
+		if _, err := os.Lstat(filepath.Join(f.root, filepath.FromSlash(name))); errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
 	file, err := f.Filesystem.Open(name)
 	if err != nil || !strings.HasSuffix(name, ".idx") {
 		return file, err
@@ -91,6 +100,15 @@ func (f listingFS) Open(name string) (billy.File, error) {
 		return nil, err
 	}
 	return &readFile{File: file, r: bytes.NewReader(b)}, nil
+}
+
+// isLooseObject says whether name is objects/<2 hex>/<38 hex>.
+func isLooseObject(name string) bool {
+	rest, ok := strings.CutPrefix(filepath.ToSlash(name), "objects/")
+	if !ok || len(rest) != 41 || rest[2] != '/' {
+		return false
+	}
+	return plumbing.IsHash(rest[:2] + rest[3:])
 }
 
 // readFile serves reads of an open file from its contents in memory.

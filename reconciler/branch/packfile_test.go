@@ -415,3 +415,48 @@ func waitForTmpPack(t *testing.T, repo string) {
 	}
 	t.Fatal("the writer began no pack in a minute")
 }
+
+// TestMissingSeesLooseObjects: an object git stored loose (a small push
+// unpacked by receive-pack) is found, so it is not written again, while
+// absent ones are answered without go-billy's path walk.
+func TestMissingSeesLooseObjects(t *testing.T) {
+	repo := bareRepo(t)
+	cmd := exec.Command("git", "hash-object", "-w", "--stdin")
+	cmd.Dir = repo
+	cmd.Stdin = strings.NewReader("loose\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
+	}
+	loose := plumbing.NewHash(strings.TrimSpace(string(out)))
+	objs := newObjects()
+	if h, _ := objs.blob([]byte("loose\n")); h != loose {
+		t.Fatalf("blob hash %s, git says %s", h, loose)
+	}
+	absent, _ := objs.blob([]byte("absent\n"))
+	s, closeS := (&local{path: repo}).view()
+	defer closeS()
+	missing, err := objs.missing(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != 1 || missing[0] != absent {
+		t.Fatalf("missing %v, want only %s", missing, absent)
+	}
+}
+
+func TestIsLooseObject(t *testing.T) {
+	h := strings.Repeat("ab", 20)
+	for name, want := range map[string]bool{
+		"objects/" + h[:2] + "/" + h[2:]:          true,
+		"objects/" + h[:2] + "/" + h[2:] + ".tmp": false,
+		"objects/pack/pack-" + h + ".idx":         false,
+		"objects/info/alternates":                 false,
+		"objects/zz/" + strings.Repeat("z", 38):   false,
+		"refs/" + h[:2] + "/" + h[2:]:             false,
+	} {
+		if got := isLooseObject(name); got != want {
+			t.Errorf("isLooseObject(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
