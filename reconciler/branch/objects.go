@@ -1,6 +1,8 @@
 package branch
 
 import (
+	"bytes"
+	"compress/zlib"
 	"fmt"
 	"io"
 	"sort"
@@ -21,6 +23,7 @@ type objects struct {
 	mu     sync.Mutex
 	byHash map[plumbing.Hash]rawObject
 	hashes []plumbing.Hash
+	zlibs  sync.Pool // of *zlib.Writer at BestSpeed
 }
 
 // rawObject is one object's type and content.
@@ -30,6 +33,10 @@ type rawObject struct {
 	// stored: the content does not compress (age ciphertext), so it is
 	// packed with zlib's stored blocks rather than deflated.
 	stored bool
+	// deflated is data as a zlib stream at BestSpeed, made by the goroutine
+	// that built the object: objects are planned on every processor, the
+	// pack is written on one.
+	deflated []byte
 }
 
 func newObjects() *objects {
@@ -44,6 +51,9 @@ func blobHash(content []byte) plumbing.Hash {
 // put keeps o under its hash h. The content is kept, not copied: callers
 // do not change it until the pack is written.
 func (o *objects) put(h plumbing.Hash, obj rawObject) plumbing.Hash {
+	if !obj.stored {
+		obj.deflated = o.deflate(obj.data)
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.byHash[h]; ok {
@@ -52,6 +62,21 @@ func (o *objects) put(h plumbing.Hash, obj rawObject) plumbing.Hash {
 	o.byHash[h] = obj
 	o.hashes = append(o.hashes, h)
 	return h
+}
+
+// deflate returns data as a zlib stream at BestSpeed.
+func (o *objects) deflate(data []byte) []byte {
+	buf := bytes.NewBuffer(make([]byte, 0, 64+len(data)/3))
+	zw, _ := o.zlibs.Get().(*zlib.Writer)
+	if zw == nil {
+		zw, _ = zlib.NewWriterLevel(buf, zlib.BestSpeed) // a valid level: no error
+	} else {
+		zw.Reset(buf)
+	}
+	zw.Write(data) // a bytes.Buffer takes every write
+	zw.Close()
+	o.zlibs.Put(zw)
+	return buf.Bytes()
 }
 
 func (o *objects) get(h plumbing.Hash) (rawObject, bool) {

@@ -27,7 +27,8 @@ import (
 // parses (inflates) the whole pack again to build the index; most of these
 // objects are age ciphertext, which does not compress, and the writer knows
 // every offset and CRC already. So: declarations, trees and commits are
-// deflated at [zlib.BestSpeed], sealed files are stored (zlib level 0,
+// deflated at [zlib.BestSpeed] (already, as they were built:
+// [rawObject.deflated]), sealed files are stored (zlib level 0,
 // [rawObject.stored]), and the index is written from what was written.
 //
 // Both files are written under temporary names in objects/pack (tmp_pack_*,
@@ -165,14 +166,18 @@ func encodePack(w io.Writer, objs *objects, hashes []plumbing.Hash) (plumbing.Ha
 		entries[i] = packEntry{hash: h, offset: pw.n}
 		pw.crc = 0
 		pw.Write(objectHeader(obuf[:0], o.typ, uint64(len(o.data))))
-		z := fast
-		if o.stored {
-			z = store
-		}
-		z.Reset(pw)
-		z.Write(o.data)
-		if err := z.Close(); err != nil {
-			return plumbing.ZeroHash, nil, err
+		if o.deflated != nil {
+			pw.Write(o.deflated)
+		} else {
+			z := fast
+			if o.stored {
+				z = store
+			}
+			z.Reset(pw)
+			z.Write(o.data)
+			if err := z.Close(); err != nil {
+				return plumbing.ZeroHash, nil, err
+			}
 		}
 		entries[i].crc = pw.crc
 	}
