@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/internal/benchcpu"
@@ -143,4 +147,57 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 		}
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	})
+}
+
+// BenchmarkPackSealed packs 20,000 real age ciphertexts (a 32-byte secret
+// each, to an X25519 recipient, as vaultd seals) stored (zlib level 0, what
+// the writer does) and deflated at BestSpeed, reporting the pack's size.
+func BenchmarkPackSealed(b *testing.B) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cts [][]byte
+	for i := range 20000 {
+		var buf bytes.Buffer
+		w, err := age.Encrypt(&buf, id.Recipient())
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(w, "secret-%027d", i)
+		if err := w.Close(); err != nil {
+			b.Fatal(err)
+		}
+		cts = append(cts, buf.Bytes())
+	}
+	for _, mode := range []string{"stored", "best-speed"} {
+		b.Run(mode, func(b *testing.B) {
+			var size int64
+			for b.Loop() {
+				b.StopTimer()
+				repo := bareRepo(b)
+				b.StartTimer()
+				objs := newObjects()
+				for _, ct := range cts {
+					if mode == "stored" {
+						objs.sealed(ct, blobHash(ct))
+					} else if _, err := objs.blob(ct); err != nil {
+						b.Fatal(err)
+					}
+				}
+				sum, err := writePackfile(repo, objs, objs.hashes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				st, err := os.Stat(filepath.Join(repo, "objects", "pack", "pack-"+sum.String()+".pack"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = st.Size()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(size), "pack-bytes")
+		})
+	}
 }
