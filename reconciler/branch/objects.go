@@ -48,7 +48,7 @@ func blobHash(content []byte) plumbing.Hash {
 	return plumbing.ComputeHash(plumbing.BlobObject, content)
 }
 
-// put keeps o under its hash h. The content is kept, not copied: callers
+// put keeps obj under its hash h. The content is kept, not copied: callers
 // do not change it until the pack is written.
 func (o *objects) put(h plumbing.Hash, obj rawObject) plumbing.Hash {
 	if !obj.stored {
