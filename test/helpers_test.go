@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/meshgen/meshgen/internal/meshtest"
@@ -32,3 +34,14 @@ func newReconciler(t *testing.T, m *meshtest.Mesh, v *vaulttest.Vault, log io.Wr
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// enrolmentKey writes the reconciler's public key where a node's hostd is
+// given it when enrolled, and returns the file.
+func enrolmentKey(t *testing.T, pub []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "reconciler.pub")
+	if err := os.WriteFile(p, pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -49,10 +49,7 @@ func TestHostdAppliesAndStatusReflects(t *testing.T) {
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pubFile := filepath.Join(t.TempDir(), "reconciler.pub")
-	if err := os.WriteFile(pubFile, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pubFile := enrolmentKey(t, pub)
 	// A private store, reset at cleanup so no overlay mount is left behind.
 	store := ocitest.NewStore(t)
 	h, err := hostd.New(hostd.Config{

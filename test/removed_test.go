@@ -86,10 +86,7 @@ func TestRemovedNodeStopsItsContainers(t *testing.T) {
 	if _, err := r.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pubFile := filepath.Join(t.TempDir(), "reconciler.pub")
-	if err := os.WriteFile(pubFile, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pubFile := enrolmentKey(t, pub)
 	config := filepath.Join(t.TempDir(), "hostd.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`node: n4
 mesh: lab

@@ -99,10 +99,7 @@ func demoMesh(t *testing.T) (*meshtest.Mesh, []*demoNode) {
 // public key.
 func startHosts(t *testing.T, m *meshtest.Mesh, nodes []*demoNode, pub []byte) {
 	t.Helper()
-	pubFile := filepath.Join(t.TempDir(), "reconciler.pub")
-	if err := os.WriteFile(pubFile, pub, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	pubFile := enrolmentKey(t, pub)
 	stop := 1 // busybox's sleep ignores SIGTERM: do not wait the default 10 s
 	for _, n := range nodes {
 		h, err := hostd.New(hostd.Config{
