@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -162,14 +161,11 @@ func Marshal(d *Declaration) ([]byte, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d); err != nil {
+	out, err := marshalIndent(d)
+	if err != nil {
 		return nil, fmt.Errorf("encode declaration: %w", err)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // Parse reads a declaration strictly: unknown fields, an unknown kind (an
@@ -191,17 +187,6 @@ func Parse(data []byte) (*Declaration, error) {
 	return &d, nil
 }
 
-var (
-	digestImage = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$`)
-	octalMode   = regexp.MustCompile(`^0[0-7]{3}$`)
-	ownerForm   = regexp.MustCompile(`^[0-9]+:[0-9]+$`)
-	hexSHA256   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	sealedPath  = regexp.MustCompile(`^secrets/[A-Za-z0-9._-]+\.age$`)
-	// containerName is what podman accepts as a container's name.
-	containerName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
-)
-
 // Validate checks everything hostd relies on before it touches the machine:
 // the format version, one body per resource matching its kind, unique IDs,
 // absolute clean paths, digest-pinned images, and restartOn and envFiles that
@@ -218,7 +203,7 @@ func (d *Declaration) Validate() error {
 	seen := map[string]Kind{}
 	names := map[string]string{} // container name -> resource ID
 	for i, r := range d.Resources {
-		where := fmt.Sprintf("resource %d (%q)", i, r.ID)
+		where := resourceAt{i, r.ID}
 		if r.ID == "" {
 			add("resource %d has no id", i)
 		} else if _, dup := seen[r.ID]; dup {
@@ -245,10 +230,10 @@ func (d *Declaration) Validate() error {
 				if r.File.Content != "" {
 					add("%s: a file has content or a secret, not both", where)
 				}
-				if !sealedPath.MatchString(s.Sealed) || !hexSHA256.MatchString(s.SHA256) || s.Name == "" {
+				if !isSealedPath(s.Sealed) || !isHex64(s.SHA256) || s.Name == "" {
 					add("%s: secret reference needs a name, sealed path secrets/<id>.age and a sha256", where)
 				}
-				if s.EnvVar != "" && !envName.MatchString(s.EnvVar) {
+				if s.EnvVar != "" && !isEnvName(s.EnvVar) {
 					add("%s: envVar %q is not a valid variable name", where, s.EnvVar)
 				}
 			}
@@ -268,18 +253,18 @@ func (d *Declaration) Validate() error {
 			switch other, dup := names[c.Name]; {
 			case c.Name == "":
 				add("%s: container has no name", where)
-			case !containerName.MatchString(c.Name):
+			case !isContainerName(c.Name):
 				add("%s: container name %q is not one podman accepts ([a-zA-Z0-9][a-zA-Z0-9_.-]*)", where, c.Name)
 			case dup:
 				add("%s: container name %q is also %q's", where, c.Name, other)
 			default:
 				names[c.Name] = r.ID
 			}
-			if !digestImage.MatchString(c.Image) {
+			if !isDigestImage(c.Image) {
 				add("%s: image %q is not pinned by digest (want <repository>@sha256:<64 hex>)", where, c.Image)
 			}
 			for k := range c.Env {
-				if !envName.MatchString(k) {
+				if !isEnvName(k) {
 					add("%s: env name %q is not a valid variable name", where, k)
 				}
 			}
@@ -323,17 +308,26 @@ func (d *Declaration) Validate() error {
 	return errors.Join(errs...)
 }
 
-func checkPath(add func(string, ...any), where, p string) {
+func checkPath(add func(string, ...any), where resourceAt, p string) {
 	if !path.IsAbs(p) || path.Clean(p) != p {
 		add("%s: path %q is not absolute and clean", where, p)
 	}
 }
 
-func checkModeOwner(add func(string, ...any), where, mode, owner string) {
-	if !octalMode.MatchString(mode) {
+func checkModeOwner(add func(string, ...any), where resourceAt, mode, owner string) {
+	if !isOctalMode(mode) {
 		add("%s: mode %q is not an octal mode such as 0640", where, mode)
 	}
-	if owner != "" && !ownerForm.MatchString(owner) {
+	if owner != "" && !isOwner(owner) {
 		add("%s: owner %q is not uid:gid", where, owner)
 	}
 }
+
+// resourceAt names a resource in an error, "resource <index> (<quoted id>)",
+// formatted only when there is an error to report.
+type resourceAt struct {
+	index int
+	id    string
+}
+
+func (r resourceAt) String() string { return fmt.Sprintf("resource %d (%q)", r.index, r.id) }
