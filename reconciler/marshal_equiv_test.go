@@ -10,8 +10,8 @@ import (
 	"github.com/meshgen/meshgen/reconciler"
 )
 
-// canonicalBefore is how declaration.Marshal encoded before it had its own
-// indenter (json.Encoder with SetIndent): the bytes it must still give.
+// canonicalBefore is how declaration.Marshal encoded before it wrote its bytes
+// itself (json.Encoder with SetIndent): the bytes it must still give.
 func canonicalBefore(d *declaration.Declaration) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

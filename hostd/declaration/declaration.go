@@ -161,11 +161,7 @@ func Marshal(d *Declaration) ([]byte, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := marshalIndent(d)
-	if err != nil {
-		return nil, fmt.Errorf("encode declaration: %w", err)
-	}
-	return out, nil
+	return canonical(d), nil
 }
 
 // Parse reads a declaration strictly: unknown fields, an unknown kind (an
@@ -200,7 +196,7 @@ func (d *Declaration) Validate() error {
 	if d.Mesh == "" || d.Node == "" {
 		add("declaration names no mesh or no node")
 	}
-	seen := map[string]Kind{}
+	seen := make(map[string]Kind, len(d.Resources))
 	names := map[string]string{} // container name -> resource ID
 	for i, r := range d.Resources {
 		where := resourceAt{i, r.ID}

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// marshalBefore is Marshal as it was before its own indenter: the reference
+// marshalBefore is Marshal as it was, with json.Encoder: the reference
 // the canonical bytes must never drift from.
 func marshalBefore(d *Declaration) ([]byte, error) {
 	if err := validateBefore(d); err != nil {
@@ -53,7 +53,15 @@ func testdataDeclarations(tb testing.TB) map[string][]byte {
 // Marshal gives the reference's bytes on every declaration in testdata, on a
 // large one, and on ones whose strings need every kind of escape.
 func TestMarshalSameBytes(t *testing.T) {
-	cases := map[string]*Declaration{"large": large(200)}
+	cases := map[string]*Declaration{
+		"large":                  large(200),
+		"every field set":        filled(),
+		"zero":                   {},
+		"no resources":           {Resources: []Resource{}},
+		"empty bodies":           {Resources: []Resource{{File: &File{Secret: &SecretRef{}}}, {Directory: &Directory{}}, {Container: &Container{}}}},
+		"empty slices and maps":  {Resources: []Resource{{Container: &Container{Command: []string{}, Env: map[string]string{}, EnvFiles: []EnvFile{}, Mounts: []Mount{}, Ports: []Port{}, RestartOn: []string{}}}}},
+		"empty strings in lists": {Resources: []Resource{{Container: &Container{Command: []string{""}, Env: map[string]string{"": ""}, EnvFiles: []EnvFile{{}}, Mounts: []Mount{{}}, Ports: []Port{{Host: -1, Container: 1 << 40}}, RestartOn: []string{"", ""}}}}},
+	}
 	for name, data := range testdataDeclarations(t) {
 		d, err := Parse(data)
 		if err != nil {
@@ -93,13 +101,57 @@ func compareMarshal(t *testing.T, d *Declaration) {
 	}
 	// Without validation too: the encoding alone, whatever the strings.
 	want, wantErr = encodeBefore(d)
-	got, err = marshalIndent(d)
-	if wantErr != nil || err != nil {
-		t.Fatalf("encode: %v, reference %v", err, wantErr)
+	got = canonical(d)
+	if wantErr != nil {
+		t.Fatalf("reference: %v", wantErr)
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("encoding differs from the reference:\n%q\nwant\n%q", got, want)
 	}
+}
+
+// filled returns a declaration with every field of every type set, values
+// and map keys distinct, lists of two: a field added to the format and not
+// to the canonical encoding shows here.
+func filled() *Declaration {
+	var d Declaration
+	n := 0
+	var fill func(v reflect.Value)
+	fill = func(v reflect.Value) {
+		n++
+		switch v.Kind() {
+		case reflect.String:
+			v.SetString(fmt.Sprintf("s%d", n))
+		case reflect.Int:
+			v.SetInt(int64(n))
+		case reflect.Uint64:
+			v.SetUint(uint64(n) << 40)
+		case reflect.Bool:
+			v.SetBool(true)
+		case reflect.Pointer:
+			v.Set(reflect.New(v.Type().Elem()))
+			fill(v.Elem())
+		case reflect.Struct:
+			for i := range v.NumField() {
+				fill(v.Field(i))
+			}
+		case reflect.Slice:
+			v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+			fill(v.Index(0))
+			fill(v.Index(1))
+		case reflect.Map:
+			v.Set(reflect.MakeMap(v.Type()))
+			for _, k := range []string{"z", "a", "m"} {
+				e := reflect.New(v.Type().Elem()).Elem()
+				fill(e)
+				v.SetMapIndex(reflect.ValueOf(k+fmt.Sprint(n)), e)
+			}
+		default:
+			panic("filled: no value for a " + v.Kind().String())
+		}
+	}
+	fill(reflect.ValueOf(&d).Elem())
+	return &d
 }
 
 // withStrings returns a deep copy of d with its string fields (map keys, slice
