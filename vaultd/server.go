@@ -18,7 +18,6 @@ import (
 	"syscall"
 	"time"
 
-	"filippo.io/age"
 	"github.com/meshgen/meshgen/vaultd/client"
 )
 
@@ -220,7 +219,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		e.Names, e.Recipients = auditNames(req.Name), auditRecipients(slices.Concat(req.Appliers, req.Recipients))
+		e.Names, e.Recipients = auditNames(req.Name), v.auditRecipients(slices.Concat(req.Appliers, req.Recipients))
 		resp, err := v.Seal(r.Context(), req)
 		if err != nil {
 			return nil, err
@@ -246,7 +245,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 			sr := req.Requests[i]
 			line := *e
 			line.items = nil
-			line.Names, line.Recipients = auditNames(sr.Name), auditRecipients(slices.Concat(sr.Appliers, sr.Recipients))
+			line.Names, line.Recipients = auditNames(sr.Name), v.auditRecipients(slices.Concat(sr.Appliers, sr.Recipients))
 			if res.Err != nil {
 				body := errorBody(res.Err)
 				line.Outcome, line.Error, line.sync = body.Code, body.Error, true
@@ -257,6 +256,9 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 				resp.Items[i].Sealed = res.Response
 			}
 			e.items = append(e.items, line)
+		}
+		if accepts(r, client.SealBatchFramed) {
+			return framedBatch(resp), nil
 		}
 		return resp, nil
 	})
@@ -310,7 +312,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 				return nil, err
 			}
 			e.Names, e.Version, e.sync = auditNames(req.Name), req.Version, true
-			e.Recipients = auditRecipients([]string{req.Recipient})
+			e.Recipients = v.auditRecipients([]string{req.Recipient})
 			rot, err := v.Confirm(r.Context(), s, req)
 			if err != nil {
 				return nil, err
@@ -377,14 +379,22 @@ func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions,
 		out, err = nil, fmt.Errorf("vaultd cannot write its audit log: %w", aerr)
 		e.Outcome = client.CodeInternal
 	}
-	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
 		body := errorBody(err)
 		logRefusal(opts, e.Op, e.UID, body, err)
 		w.WriteHeader(status(body.Code))
 		json.NewEncoder(w).Encode(body)
 		return
 	}
+	if fb, ok := out.(framedBatch); ok {
+		w.Header().Set("Content-Type", client.SealBatchFramed)
+		if err := fb.write(w); err != nil {
+			opts.Log.Warn("write response", "op", e.Op, "err", err)
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(out); err != nil {
 		opts.Log.Warn("write response", "op", e.Op, "err", err)
 	}
@@ -462,13 +472,13 @@ func auditNames(names ...string) []string {
 	return out
 }
 
-func auditRecipients(rs []string) []string {
+func (v *Vault) auditRecipients(rs []string) []string {
 	var out []string
 	for _, r := range rs {
 		if r == "" {
 			continue
 		}
-		if _, err := age.ParseX25519Recipient(r); err == nil {
+		if _, err := v.parsed.parse(r); err == nil {
 			out = append(out, r)
 		} else {
 			out = append(out, "(invalid recipient)")

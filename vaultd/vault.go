@@ -47,6 +47,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"filippo.io/age"
@@ -83,6 +84,11 @@ type Vault struct {
 	mu    sync.Mutex
 	recs  map[string]*record
 	names map[string]*sync.Mutex
+
+	// parsed remembers recipients already parsed (a recipient string
+	// always parses to the same key): a reconcile names each node's
+	// recipient in thousands of seal requests.
+	parsed recipientCache
 }
 
 // lock takes the locks of names, in order, and returns their release.
@@ -425,7 +431,7 @@ func setKind(s *rotation.State, kind string) {
 // vaultd/internal/x25519): on a first reconcile, sealing to every node is
 // most of vaultd's CPU.
 func (v *Vault) checkRecipient(r string) (age.Recipient, error) {
-	p, err := x25519.Parse(r)
+	p, err := v.parsed.parse(r)
 	if err != nil {
 		// Not echoed, like an invalid name.
 		return nil, refuse(client.ErrBadRequest, "", "a recipient (%d bytes) is not an age X25519 recipient (age1...)", len(r))
@@ -438,6 +444,34 @@ func (v *Vault) checkRecipient(r string) (age.Recipient, error) {
 		if !ok {
 			return nil, refuse(client.ErrRefusedRecipient, "a node's recipient is in nodes/<node>.yaml; enrol the node first",
 				"recipient %s is not a node of the mesh", r)
+		}
+	}
+	return p, nil
+}
+
+// recipientCache remembers the recipients it parsed, at most
+// maxParsedRecipients of them (a mesh's nodes; a caller sending ever new
+// recipients grows it no further). A recipient that does not parse is
+// not remembered. It is safe for concurrent use.
+type recipientCache struct {
+	m sync.Map // recipient string -> *x25519.Recipient
+	n atomic.Int64
+}
+
+const maxParsedRecipients = 1 << 16
+
+// parse returns x25519.Parse(s), from the cache when s was parsed before.
+func (c *recipientCache) parse(s string) (*x25519.Recipient, error) {
+	if p, ok := c.m.Load(s); ok {
+		return p.(*x25519.Recipient), nil
+	}
+	p, err := x25519.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if c.n.Load() < maxParsedRecipients {
+		if _, loaded := c.m.LoadOrStore(s, p); !loaded {
+			c.n.Add(1)
 		}
 	}
 	return p, nil

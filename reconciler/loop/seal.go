@@ -239,16 +239,30 @@ type sealCache struct {
 }
 
 type cachedSeal struct {
-	key  string
+	key  sealCacheKey
 	resp *client.SealResponse
 }
 
-func sealKey(req client.SealRequest) string {
-	a := slices.Clone(req.Appliers)
-	rd := slices.Clone(req.Recipients)
-	slices.Sort(a)
-	slices.Sort(rd)
-	return fmt.Sprintf("%+v\x00%s\x00%s", req.Spec, strings.Join(a, ","), strings.Join(rd, ","))
+// sealCacheKey is what a cached answer was asked with: the spec (every
+// field: client.Spec is comparable) and the sorted lists of parties.
+type sealCacheKey struct {
+	spec                client.Spec
+	appliers, receivers string
+}
+
+func sealKey(req client.SealRequest) sealCacheKey {
+	return sealCacheKey{spec: req.Spec, appliers: sortedList(req.Appliers), receivers: sortedList(req.Recipients)}
+}
+
+// sortedList joins a sorted copy of l with commas (no recipient holds
+// one).
+func sortedList(l []string) string {
+	if len(l) == 1 {
+		return l[0]
+	}
+	l = slices.Clone(l)
+	slices.Sort(l)
+	return strings.Join(l, ",")
 }
 
 func (c *sealCache) get(req client.SealRequest, held *client.SecretStatus) (*client.SealResponse, bool) {

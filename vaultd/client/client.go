@@ -11,7 +11,10 @@
 // same recipient is the same bytes every time (vaultd keeps the ciphertext),
 // so an unchanged mesh commits nothing. The caller never sees a plaintext.
 // [Client.SealBatch] seals many secrets in one request and one durable
-// write: what a reconcile making every secret of a new mesh uses.
+// write: what a reconcile making every secret of a new mesh uses. Its
+// answer comes in the compact [SealBatchFramed] form, not JSON, when the
+// caller asks for it (this client does); every other answer, and every
+// refusal, is JSON.
 //
 // # Delivering values
 //
@@ -73,6 +76,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"os"
@@ -178,12 +182,23 @@ func (c *Client) Seal(ctx context.Context, req SealRequest) (*SealResponse, erro
 // have been written, and sealing again is safe (the same version sealed to
 // the same recipient is the same bytes). A vaultd older than the batch seal
 // answers [ErrNotFound] for the whole batch: seal with [Client.Seal] then.
+//
+// It asks for the compact answer [SealBatchFramed] (no JSON, ciphertexts
+// as raw bytes) and reads a JSON answer as well, so it works with a
+// vaultd that answers only JSON.
 func (c *Client) SealBatch(ctx context.Context, reqs []SealRequest) ([]SealResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
 	var r SealBatchResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/seal-batch", SealBatchRequest{Requests: reqs}, &r); err != nil {
+	err := c.roundTrip(ctx, http.MethodPost, "/v1/seal-batch", SealBatchRequest{Requests: reqs}, SealBatchFramed, func(contentType string, data []byte) error {
+		if t, _, _ := mime.ParseMediaType(contentType); t == SealBatchFramed {
+			return decodeFramed(data, &r)
+		}
+		// A vaultd that does not frame its answer answers JSON.
+		return json.Unmarshal(data, &r)
+	})
+	if err != nil {
 		var e *Error
 		if errors.As(err, &e) && e.Code == CodeNotFound {
 			return nil, fmt.Errorf("vaultd at %s has no batch seal (it is older than this client; seal one secret at a time): %w", c.addr, err)
@@ -290,6 +305,18 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.roundTrip(ctx, method, path, in, "", func(_ string, data []byte) error {
+		if out == nil {
+			return nil
+		}
+		return json.Unmarshal(data, out)
+	})
+}
+
+// roundTrip sends in as JSON, asking for the media type accept when it is
+// not "", and gives a successful answer's content type and body to decode.
+// A refusal is returned as an [*Error].
+func (c *Client) roundTrip(ctx context.Context, method, path string, in any, accept string, decode func(contentType string, data []byte) error) error {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -305,12 +332,20 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return fmt.Errorf("vaultd at %s: %w (is vaultd running there?)", c.addr, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	var buf bytes.Buffer
+	if resp.ContentLength > 0 && resp.ContentLength <= maxResponse {
+		buf.Grow(int(resp.ContentLength) + bytes.MinRead)
+	}
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxResponse))
+	data := buf.Bytes()
 	if err != nil {
 		return fmt.Errorf("vaultd %s: read response: %w", path, err)
 	}
@@ -321,11 +356,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		return &Error{Status: resp.StatusCode, Code: eb.Code, Message: eb.Error, HintText: eb.Hint}
 	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
+	if err := decode(resp.Header.Get("Content-Type"), data); err != nil {
 		return fmt.Errorf("vaultd %s: decode response: %w", path, err)
 	}
 	return nil
 }
+
+// maxResponse bounds an answer's body.
+const maxResponse = 256 << 20
