@@ -42,15 +42,7 @@ func (r *Repository) WriteStateFiles(ctx context.Context, files map[string][]byt
 			return false, fmt.Errorf("record reconciler state: %q is not a file name", name)
 		}
 	}
-	if opts.Author.Name == "" {
-		opts.Author = object.Signature{Name: "meshgen reconciler", Email: "reconciler@meshgen.invalid"}
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 200
-	}
+	opts = opts.withDefaults()
 	for attempt := 1; ; attempt++ {
 		open, tips, err := r.b.snapshot(ctx, []string{StateRef})
 		if err != nil {

@@ -160,15 +160,7 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 	if opts.Source == "" {
 		return nil, errors.New("write node branches: no source commit")
 	}
-	if opts.Author.Name == "" {
-		opts.Author = object.Signature{Name: "meshgen reconciler", Email: "reconciler@meshgen.invalid"}
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 200
-	}
+	opts = opts.withDefaults()
 	pending := make([]string, 0, len(nodes))
 	for name, n := range nodes {
 		if err := checkNode(name, n); err != nil {
@@ -379,6 +371,20 @@ func contentDigest(d *declaration.Declaration) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// withDefaults returns o with every option left unset given its default.
+func (o WriteOptions) withDefaults() WriteOptions {
+	if o.Author.Name == "" {
+		o.Author = object.Signature{Name: "meshgen reconciler", Email: "reconciler@meshgen.invalid"}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 200
+	}
+	return o
 }
 
 // checkNode refuses a node whose declaration and sealed files disagree: a
