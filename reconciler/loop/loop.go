@@ -247,12 +247,17 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	if err != nil {
 		return err
 	}
-	res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev})
-	if err != nil {
+	// resolve answers every requirement; a refusal is stated on out.
+	resolve := func(undelivered map[string]bool) (*reconciler.Resolution, error) {
+		res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev, Undelivered: undelivered})
 		var ref *reconciler.Refusal
 		if errors.As(err, &ref) {
 			out.Refused = true
 		}
+		return res, err
+	}
+	res, err := resolve(nil)
+	if err != nil {
 		return err
 	}
 	out.Waiting = res.Waiting
@@ -271,12 +276,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		// is deterministic, so resolving again with those secrets
 		// undelivered changes only their consumers; every other secret
 		// was sealed already.
-		res, err = reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev, Undelivered: sealed.undelivered})
-		if err != nil {
-			var ref *reconciler.Refusal
-			if errors.As(err, &ref) {
-				out.Refused = true
-			}
+		if res, err = resolve(sealed.undelivered); err != nil {
 			return err
 		}
 		out.Waiting = res.Waiting
