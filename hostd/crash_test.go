@@ -17,6 +17,26 @@ import (
 // it reads a Config (JSON) from the file named and applies its target once.
 const helperEnv = "HOSTD_TEST_HELPER_CONFIG"
 
+// hostdProcess writes f's configuration beside its root and returns a
+// function that makes a command running this test binary as hostd on it
+// (helperMain): a real process, for the kill -9 tests.
+func (f *fixture) hostdProcess(t *testing.T) func() *exec.Cmd {
+	t.Helper()
+	cfgFile := f.path("../hostd.json")
+	cfg, err := json.Marshal(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+		return cmd
+	}
+}
+
 func helperMain() int {
 	data, err := os.ReadFile(os.Getenv(helperEnv))
 	if err != nil {
@@ -59,13 +79,8 @@ func TestKilledMidApplyConverges(t *testing.T) {
 	if err := f.host.Adopt(f.branch(d)); err != nil {
 		t.Fatal(err)
 	}
-	cfgFile := f.path("../hostd.json")
-	cfg, _ := json.Marshal(f.cfg)
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	hostdProcess := f.hostdProcess(t)
+	cmd := hostdProcess()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +109,7 @@ func TestKilledMidApplyConverges(t *testing.T) {
 	// Run hostd again, as a fresh process. It must remove the killed step's
 	// container (still waiting) before it runs the step again; then the step
 	// may finish.
-	again := exec.Command(os.Args[0])
-	again.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	again := hostdProcess()
 	var output strings.Builder
 	again.Stdout, again.Stderr = &output, &output
 	if err := again.Start(); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -627,13 +626,8 @@ func TestKilledWhileRemovingSecretFiles(t *testing.T) {
 	if err := f.host.Adopt(f.branch(f.decl(fileRes("m/conf", f.path("app.conf"), "a")))); err != nil {
 		t.Fatal(err)
 	}
-	cfgFile := f.path("../hostd.json")
-	cfg, _ := json.Marshal(f.cfg)
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	hostdProcess := f.hostdProcess(t)
+	cmd := hostdProcess()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -665,8 +659,7 @@ func TestKilledWhileRemovingSecretFiles(t *testing.T) {
 		}
 	}
 
-	again := exec.Command(os.Args[0])
-	again.Env = append(os.Environ(), helperEnv+"="+cfgFile)
+	again := hostdProcess()
 	out, err := again.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the apply after the kill failed: %v\n%s", err, out)
