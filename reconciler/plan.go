@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"sort"
-	"sync"
+
+	"github.com/meshgen/meshgen/internal/workers"
 
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
@@ -213,7 +213,7 @@ func MakePlan(opts PlanOptions) (*Plan, error) {
 	declared := declaredRestarts(head)
 	names := sortedKeys(nodes)
 	p.Nodes = make([]NodePlan, len(names))
-	parallel(len(names), func(i int) {
+	workers.Each(len(names), 0, func(i int) {
 		n := names[i]
 		p.Nodes[i] = diffNode(n, baseDecls[n], headDecls[n], declared)
 		p.Nodes[i].RemovedFromMesh = gone[n]
@@ -404,31 +404,11 @@ func rerunReasons(node string, r *declaration.Resource, fields []string, filesBy
 	return reasons
 }
 
-// parallel calls fn(0) … fn(n-1) on every core and waits for all of them.
-func parallel(n int, fn func(i int)) {
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				fn(i)
-			}
-		}()
-	}
-	for i := 0; i < n; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-}
-
 // inChunks calls fn(0) … fn(n-1) on every core, handing out consecutive
 // indexes in chunks so that small calls do not pay for a hand-off each.
 func inChunks(n int, fn func(i int)) {
 	const chunk = 64
-	parallel((n+chunk-1)/chunk, func(c int) {
+	workers.Each((n+chunk-1)/chunk, 0, func(c int) {
 		for i := c * chunk; i < min(n, (c+1)*chunk); i++ {
 			fn(i)
 		}

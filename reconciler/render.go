@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshgen/meshgen/internal/workers"
+
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/hostd/declaration"
 )
@@ -216,7 +218,7 @@ func renderNodes(res *Resolution, sealed SealedSecrets, nodes []string) (map[str
 	// declaration and error depend only on its own assignments, so the
 	// result does not depend on the schedule.
 	errs := make([]error, len(nodes))
-	parallel(len(nodes), func(i int) {
+	workers.Each(len(nodes), 0, func(i int) {
 		n := nodes[i]
 		errs[i] = renderNode(out[n], byNode[n], sealed)
 	})

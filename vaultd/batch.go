@@ -3,8 +3,8 @@ package vaultd
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"sync"
+
+	"github.com/meshgen/meshgen/internal/workers"
 
 	"github.com/meshgen/meshgen/vaultd/client"
 )
@@ -58,22 +58,16 @@ func (v *Vault) SealBatch(ctx context.Context, reqs []client.SealRequest) ([]Bat
 	defer v.lock(names...)()
 
 	changed := make([]*record, len(reqs))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(names)) {
-		wg.Go(func() {
-			for i := range work {
-				out[i].Response, changed[i], out[i].Err = v.sealLocked(checked[i])
-			}
-		})
-	}
+	var todo []int
 	for i, c := range checked {
 		if c != nil {
-			work <- i
+			todo = append(todo, i)
 		}
 	}
-	close(work)
-	wg.Wait()
+	workers.Each(len(todo), 0, func(j int) {
+		i := todo[j]
+		out[i].Response, changed[i], out[i].Err = v.sealLocked(checked[i])
+	})
 
 	var write []*record
 	for i, r := range changed {

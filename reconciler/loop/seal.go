@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshgen/meshgen/internal/workers"
+
 	schema "github.com/meshgen/meshgen/catalog-schema"
 	"github.com/meshgen/meshgen/reconciler"
 	"github.com/meshgen/meshgen/vaultd/client"
@@ -73,7 +75,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	errs := make([]error, len(res.Secrets))
 	// Every request is built, and answered from the cache when it can be.
 	asks := make([]*sealAsk, len(res.Secrets))
-	parallel(len(res.Secrets), r.opts.SealWorkers, func(i int) {
+	workers.Each(len(res.Secrets), r.opts.SealWorkers, func(i int) {
 		need := res.Secrets[i]
 		a, err := sealRequest(repo, need)
 		if err != nil {
@@ -99,7 +101,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 	if bs, ok := r.opts.Vault.(BatchSealer); ok {
 		batches := slices.Collect(slices.Chunk(todo, sealBatchSize))
 		var noBatch atomic.Bool
-		parallel(len(batches), sealBatchesInFlight, func(b int) {
+		workers.Each(len(batches), sealBatchesInFlight, func(b int) {
 			batch := batches[b]
 			reqs := make([]client.SealRequest, len(batch))
 			for j, i := range batch {
@@ -133,7 +135,7 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 			}
 		})
 	} else {
-		parallel(len(todo), r.opts.SealWorkers, func(j int) { single(todo[j]) })
+		workers.Each(len(todo), r.opts.SealWorkers, func(j int) { single(todo[j]) })
 	}
 	for i, err := range errs {
 		if err != nil && res.Secrets[i].Spec.Operator && errors.Is(err, client.ErrNotDelivered) {
@@ -145,24 +147,6 @@ func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconcile
 		}
 	}
 	return out, nil
-}
-
-// parallel calls fn(i) for every i below n on at most workers goroutines.
-func parallel(n, workers int, fn func(i int)) {
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Go(func() {
-			for i := range work {
-				fn(i)
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 }
 
 // sealAsk is one secret's request to vaultd, and the age recipient of each
