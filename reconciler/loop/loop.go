@@ -307,7 +307,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		for _, n := range wr.Nodes {
 			switch n.Outcome {
 			case branch.Written:
-				if slices.Contains(removed, n.Node) {
+				if nodes[n.Node].Removed {
 					out.Removed = append(out.Removed, n.Node)
 				} else {
 					out.Written = append(out.Written, n.Node)
