@@ -57,35 +57,45 @@ func BenchmarkResolveRender(b *testing.B) {
 	}
 }
 
+// planPair is a synthetic mesh of 1,000 nodes × 20 assignments, and the same
+// mesh with gitea on n500 given values: a one-assignment change to plan.
+func planPair(b *testing.B, values map[string]string) (base, head *synth.Result) {
+	b.Helper()
+	base, head = synthMesh(b, 1000, 20), synthMesh(b, 1000, 20)
+	for _, a := range head.Repo.Assignments {
+		if a.Node == "n500" && a.Module == "gitea" {
+			a.Values = values
+			return base, head
+		}
+	}
+	b.Fatal("no gitea@n500 to change")
+	return nil, nil
+}
+
+// checkPlan fails unless p, made without error, resolves and changes
+// something, and writes it as markdown as `meshgen plan` does.
+func checkPlan(b *testing.B, p *reconciler.Plan, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !p.Resolves || !p.Changed() {
+		b.Fatalf("plan resolves=%v changed=%v", p.Resolves, p.Changed())
+	}
+	_ = p.Markdown()
+}
+
 // BenchmarkPlan plans a one-assignment change on a synthetic mesh of 1,000
 // nodes × 20 assignments: both states resolved, rendered and compared
 // (`meshgen plan` without the reading of the repository).
 func BenchmarkPlan(b *testing.B) {
-	base := synthMesh(b, 1000, 20)
-	head := synthMesh(b, 1000, 20)
-	// The change: one gitea on one node gets another name.
-	changed := false
-	for _, a := range head.Repo.Assignments {
-		if a.Node == "n500" && a.Module == "gitea" {
-			a.Values = map[string]string{"public-name": "renamed.example.org", "app-name": "renamed"}
-			changed = true
-		}
-	}
-	if !changed {
-		b.Fatal("no gitea@n500 to change")
-	}
+	base, head := planPair(b, map[string]string{"public-name": "renamed.example.org", "app-name": "renamed"})
 	b.ReportAllocs()
 	b.ResetTimer()
 	defer benchcpu.Report(b)()
 	for b.Loop() {
 		p, err := reconciler.MakePlan(reconciler.PlanOptions{Base: base.Repo, Head: head.Repo, Answers: head.Answers})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !p.Resolves || !p.Changed() {
-			b.Fatalf("plan resolves=%v changed=%v", p.Resolves, p.Changed())
-		}
-		_ = p.Markdown()
+		checkPlan(b, p, err)
 	}
 }
 
@@ -94,13 +104,7 @@ func BenchmarkPlan(b *testing.B) {
 // one assignment apart: both read with the loader, resolved, rendered,
 // compared and written as markdown (issue 3: under 2 s).
 func BenchmarkPlanFromDisk(b *testing.B) {
-	base := synthMesh(b, 1000, 20)
-	head := synthMesh(b, 1000, 20)
-	for _, a := range head.Repo.Assignments {
-		if a.Node == "n500" && a.Module == "gitea" {
-			a.Values = map[string]string{"public-name": "renamed.example.org"}
-		}
-	}
+	base, head := planPair(b, map[string]string{"public-name": "renamed.example.org"})
 	dir := b.TempDir()
 	for name, m := range map[string]*synth.Result{"base": base, "head": head} {
 		if err := synth.WriteDir(m, "../examples/lab", dir+"/"+name); err != nil {
@@ -125,13 +129,7 @@ func BenchmarkPlanFromDisk(b *testing.B) {
 			b.Fatal(err, baseErr)
 		}
 		p, err := reconciler.MakePlan(reconciler.PlanOptions{Base: baseRepo, Head: headRepo, Answers: head.Answers})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !p.Resolves || !p.Changed() {
-			b.Fatalf("plan resolves=%v changed=%v", p.Resolves, p.Changed())
-		}
-		_ = p.Markdown()
+		checkPlan(b, p, err)
 	}
 }
 
@@ -140,13 +138,7 @@ func BenchmarkPlanFromDisk(b *testing.B) {
 // two commits, one assignment apart ([reconciler.PlanRepository]: both refs
 // read side by side, resolved, rendered, compared), written as markdown.
 func BenchmarkPlanFromGit(b *testing.B) {
-	base := synthMesh(b, 1000, 20)
-	head := synthMesh(b, 1000, 20)
-	for _, a := range head.Repo.Assignments {
-		if a.Node == "n500" && a.Module == "gitea" {
-			a.Values = map[string]string{"public-name": "renamed.example.org"}
-		}
-	}
+	base, head := planPair(b, map[string]string{"public-name": "renamed.example.org"})
 	dir := b.TempDir()
 	repo := dir + "/mesh"
 	git := func(args ...string) {
@@ -181,12 +173,6 @@ func BenchmarkPlanFromGit(b *testing.B) {
 	defer benchcpu.Report(b)()
 	for b.Loop() {
 		p, err := reconciler.PlanRepository(reconciler.PlanSource{Repo: repo, Base: "main", Head: "pr", Answers: head.Answers})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if !p.Resolves || !p.Changed() {
-			b.Fatalf("plan resolves=%v changed=%v", p.Resolves, p.Changed())
-		}
-		_ = p.Markdown()
+		checkPlan(b, p, err)
 	}
 }
