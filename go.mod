@@ -3,6 +3,7 @@ module github.com/meshgen/meshgen
 go 1.26.0
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	filippo.io/age v1.3.2
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-git/go-billy/v5 v5.9.2

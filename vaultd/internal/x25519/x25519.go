@@ -1,14 +1,19 @@
-// Package x25519 seals to age X25519 recipients ("age1...") with half the
-// curve work of age's own [age.X25519Recipient], and the same result: a
-// standard age "X25519" stanza any age implementation opens with the
-// recipient's identity.
+// Package x25519 seals to age X25519 recipients ("age1...") with less than
+// half the curve work of age's own [age.X25519Recipient], and the same
+// result: a standard age "X25519" stanza any age implementation opens with
+// the recipient's identity.
 //
 // age's Wrap makes its ephemeral key with curve25519.X25519(e, Basepoint)
 // and the shared secret with curve25519.X25519(e, theirs); through
 // crypto/ecdh each of those calls computes e's public key again before its
-// own scalar multiplication, so one wrap costs four Montgomery ladders. Here
-// the ephemeral key is made once with crypto/ecdh (one ladder, its public
-// key) and the shared secret is its ECDH with the recipient (one ladder).
+// own scalar multiplication, so one wrap costs four Montgomery ladders.
+// Here the ephemeral public key is e times the base point, computed on the
+// birationally equivalent Edwards curve with filippo.io/edwards25519's
+// precomputed tables (about a third of a ladder) and read back as its
+// Montgomery u-coordinate; the shared secret is one ladder, the standard
+// library's RFC 7748 ladder over the same field arithmetic. Both are
+// constant time. The tests check both against curve25519.X25519.
+//
 // The rest is age's X25519 stanza as the age specification and age's code
 // write it: salt = ephemeral public key || recipient public key, wrapping
 // key = HKDF-SHA-256(shared secret, salt, "age-encryption.org/v1/X25519"),
@@ -21,7 +26,6 @@
 package x25519
 
 import (
-	"crypto/ecdh"
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
@@ -31,6 +35,8 @@ import (
 	"strings"
 
 	"filippo.io/age"
+	"filippo.io/edwards25519"
+	"filippo.io/edwards25519/field"
 	"golang.org/x/crypto/chacha20poly1305"
 )
 
@@ -39,7 +45,7 @@ const label = "age-encryption.org/v1/X25519"
 
 // Recipient is an age X25519 recipient. It is an [age.Recipient].
 type Recipient struct {
-	their *ecdh.PublicKey
+	their [32]byte
 }
 
 var _ age.Recipient = (*Recipient)(nil)
@@ -57,30 +63,34 @@ func Parse(s string) (*Recipient, error) {
 	if hrp != "age" {
 		return nil, errors.New("malformed recipient: not an X25519 recipient")
 	}
-	pub, err := ecdh.X25519().NewPublicKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("malformed recipient: %w", err)
+	r := &Recipient{}
+	if len(key) != len(r.their) {
+		return nil, errors.New("malformed recipient: not 32 bytes")
 	}
-	return &Recipient{their: pub}, nil
+	copy(r.their[:], key)
+	return r, nil
 }
 
 // Wrap wraps fileKey to the recipient in one "X25519" stanza, as
 // [age.X25519Recipient] does.
 func (r *Recipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
-	ephemeral, err := ecdh.X25519().GenerateKey(rand.Reader)
+	var e [32]byte
+	if _, err := rand.Read(e[:]); err != nil {
+		return nil, err
+	}
+	ours, err := basepointMult(&e)
 	if err != nil {
 		return nil, err
 	}
-	// ECDH refuses a low-order recipient (an all-zero shared secret), as
-	// age does.
-	shared, err := ephemeral.ECDH(r.their)
-	if err != nil {
-		return nil, err
+	shared := scalarMult(&e, &r.their)
+	// Refuse a low-order recipient (an all-zero shared secret), as age
+	// does.
+	if shared == [32]byte{} {
+		return nil, errors.New("x25519: recipient is a low-order point; it is not an age X25519 public key")
 	}
-	ours := ephemeral.PublicKey().Bytes()
 	salt := make([]byte, 0, 64)
-	salt = append(append(salt, ours...), r.their.Bytes()...)
-	wrapping, err := hkdf.Key(sha256.New, shared, salt, label, chacha20poly1305.KeySize)
+	salt = append(append(salt, ours[:]...), r.their[:]...)
+	wrapping, err := hkdf.Key(sha256.New, shared[:], salt, label, chacha20poly1305.KeySize)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +99,77 @@ func (r *Recipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
 		return nil, err
 	}
 	body := aead.Seal(nil, make([]byte, chacha20poly1305.NonceSize), fileKey, nil)
-	return []*age.Stanza{{Type: "X25519", Args: []string{base64.RawStdEncoding.EncodeToString(ours)}, Body: body}}, nil
+	return []*age.Stanza{{Type: "X25519", Args: []string{base64.RawStdEncoding.EncodeToString(ours[:])}, Body: body}}, nil
+}
+
+// basepointMult returns X25519(e, 9): the u-coordinate of the clamped
+// scalar e times the base point. Clamping keeps bit 254 and clears the
+// three low bits; reducing the clamped scalar modulo the group order, as
+// edwards25519.Scalar does, changes nothing for the base point, whose
+// order is the group order. The Edwards base point maps to u = 9.
+func basepointMult(e *[32]byte) ([32]byte, error) {
+	var u [32]byte
+	s, err := edwards25519.NewScalar().SetBytesWithClamping(e[:])
+	if err != nil {
+		return u, err
+	}
+	copy(u[:], new(edwards25519.Point).ScalarBaseMult(s).BytesMontgomery())
+	return u, nil
+}
+
+// scalarMult returns X25519(e, point) by the Montgomery ladder of RFC 7748,
+// section 5, as crypto/ecdh computes it (The Go Authors, BSD licence),
+// without crypto/ecdh's computing e's public key first.
+func scalarMult(e, point *[32]byte) [32]byte {
+	k := *e
+	k[0] &= 248
+	k[31] &= 127
+	k[31] |= 64
+
+	var x1, x2, z2, x3, z3, tmp0, tmp1 field.Element
+	if _, err := x1.SetBytes(point[:]); err != nil {
+		panic(err) // unreachable: point is 32 bytes
+	}
+	x2.One()
+	x3.Set(&x1)
+	z3.One()
+
+	swap := 0
+	for pos := 254; pos >= 0; pos-- {
+		b := int(k[pos/8]>>uint(pos&7)) & 1
+		swap ^= b
+		x2.Swap(&x3, swap)
+		z2.Swap(&z3, swap)
+		swap = b
+
+		tmp0.Subtract(&x3, &z3)
+		tmp1.Subtract(&x2, &z2)
+		x2.Add(&x2, &z2)
+		z2.Add(&x3, &z3)
+		z3.Multiply(&tmp0, &x2)
+		z2.Multiply(&z2, &tmp1)
+		tmp0.Square(&tmp1)
+		tmp1.Square(&x2)
+		x3.Add(&z3, &z2)
+		z2.Subtract(&z3, &z2)
+		x2.Multiply(&tmp1, &tmp0)
+		tmp1.Subtract(&tmp1, &tmp0)
+		z2.Square(&z2)
+
+		z3.Mult32(&tmp1, 121666)
+		x3.Square(&x3)
+		tmp0.Add(&tmp0, &z3)
+		z3.Multiply(&x1, &z2)
+		z2.Multiply(&tmp1, &tmp0)
+	}
+	x2.Swap(&x3, swap)
+	z2.Swap(&z3, swap)
+
+	z2.Invert(&z2)
+	x2.Multiply(&x2, &z2)
+	var out [32]byte
+	copy(out[:], x2.Bytes())
+	return out
 }
 
 // bech32 (BIP 173), decoding only, after age's internal/bech32 (Takatoshi

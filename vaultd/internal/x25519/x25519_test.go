@@ -2,12 +2,15 @@ package x25519
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"io"
 	"strings"
 	"testing"
 
 	"filippo.io/age"
+	"golang.org/x/crypto/curve25519"
 )
 
 func encrypt(t testing.TB, r age.Recipient, plain []byte) []byte {
@@ -59,6 +62,105 @@ func TestAgeOpensIt(t *testing.T) {
 		lines := strings.Split(hdr, "\n")
 		if len(lines) != 3 || lines[0] != "age-encryption.org/v1" || !strings.HasPrefix(lines[1], "-> X25519 ") || len(lines[1]) != len("-> X25519 ")+43 || len(lines[2]) != 43 {
 			t.Fatalf("header %q is not age's X25519 stanza", hdr)
+		}
+	}
+}
+
+// TestMultiplicationsAreX25519 checks the two scalar multiplications a wrap
+// makes against curve25519.X25519: RFC 7748's test vectors, scalars at the
+// edges of clamping, and random scalars and points.
+func TestMultiplicationsAreX25519(t *testing.T) {
+	vectors := []struct{ scalar, point, want string }{
+		// RFC 7748, section 5.2.
+		{"a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4", "e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c", "c3da55379de9c6908e94ea4df28d084f32eccf03491c71f754b4075577a28552"},
+		{"4b66e9d4d1b4673c5ad22691957d6af5c11b6421e0ea01d42ca4169e7918ba0d", "e5210f12786811d3f4b7959d0538ae2c31dbe7106fc03c3efc4cd549c715a493", "95cbde9476e8907d7aade45cb4b873f88b595a68799fa152e6f8f7647aac7957"},
+		// RFC 7748, section 6.1: both parties' public keys.
+		{"77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a", "0900000000000000000000000000000000000000000000000000000000000000", "8520f0098930a754748b7ddcb43ef75a0dbf3a0d26381af4eba4a98eaa9b4e6a"},
+		{"5dab087e624a8a4b79e17f8b83800ee66f3bb1292618b6fd1c2f8b27ff88e0eb", "0900000000000000000000000000000000000000000000000000000000000000", "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"},
+	}
+	for _, v := range vectors {
+		e, point, want := hex32(t, v.scalar), hex32(t, v.point), hex32(t, v.want)
+		if got := scalarMult(&e, &point); got != want {
+			t.Errorf("scalarMult(%s, %s) = %x, want %s", v.scalar, v.point, got, v.want)
+		}
+		if point[0] == 9 {
+			got, err := basepointMult(&e)
+			if err != nil || got != want {
+				t.Errorf("basepointMult(%s) = %x, %v, want %s", v.scalar, got, err, v.want)
+			}
+		}
+	}
+
+	scalars := [][32]byte{{}, {0: 8}, {31: 0xff}}
+	var ones [32]byte
+	for i := range ones {
+		ones[i] = 0xff
+	}
+	scalars = append(scalars, ones)
+	for range 200 {
+		var e [32]byte
+		rand.Read(e[:])
+		scalars = append(scalars, e)
+	}
+	for i, e := range scalars {
+		base, err := curve25519.X25519(e[:], curve25519.Basepoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := basepointMult(&e)
+		if err != nil || !bytes.Equal(got[:], base) {
+			t.Fatalf("basepointMult(%x) = %x, %v, want %x", e, got, err, base)
+		}
+		var point [32]byte
+		rand.Read(point[:])
+		point[31] &= 127
+		if i%2 == 0 {
+			// A real public key, as every recipient is.
+			copy(point[:], base)
+			point = scalarMultRef(t, scalars[(i+1)%len(scalars)], point)
+		}
+		want, err := curve25519.X25519(e[:], point[:])
+		if err != nil {
+			continue // a low-order point, refused below
+		}
+		if got := scalarMult(&e, &point); !bytes.Equal(got[:], want) {
+			t.Fatalf("scalarMult(%x, %x) = %x, want %x", e, point, got, want)
+		}
+	}
+}
+
+func scalarMultRef(t *testing.T, e, point [32]byte) [32]byte {
+	t.Helper()
+	out, err := curve25519.X25519(e[:], point[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(out)
+}
+
+func hex32(t *testing.T, s string) [32]byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		t.Fatalf("bad test vector %q", s)
+	}
+	return [32]byte(b)
+}
+
+// TestWrapRefusesLowOrderRecipients: a recipient of small order would make
+// an all-zero shared secret, which age refuses to use; so does Wrap.
+func TestWrapRefusesLowOrderRecipients(t *testing.T) {
+	lowOrder := []string{
+		"0000000000000000000000000000000000000000000000000000000000000000",
+		"0100000000000000000000000000000000000000000000000000000000000000",
+		"e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800",
+		"5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157",
+		"ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+	}
+	for _, s := range lowOrder {
+		r := &Recipient{their: hex32(t, s)}
+		if _, err := r.Wrap(make([]byte, 16)); err == nil || !strings.Contains(err.Error(), "low-order") {
+			t.Errorf("Wrap to %s: %v, want a low-order refusal", s, err)
 		}
 	}
 }
@@ -165,7 +267,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		back, err := age.ParseX25519Recipient(encodeAge(t, r.their.Bytes()))
+		back, err := age.ParseX25519Recipient(encodeAge(t, r.their[:]))
 		if err != nil || back.String() != ar.String() {
 			t.Fatalf("Parse(%q) read another key: %v", s, err)
 		}
