@@ -165,8 +165,10 @@ type Outcome struct {
 	Sealed int
 	// Objects is how many git objects were written.
 	Objects int
-	// Duration is how long the reconcile took.
+	// Duration is how long the reconcile took, and Phases how long each
+	// of its steps did.
 	Duration time.Duration
+	Phases   Phases
 	// InputsUnchanged is set when every input (main, every status/<node>
 	// branch, vaultd's generation, every node branch, the signing key and
 	// this build) was what the last successful reconcile recorded: nothing
@@ -174,6 +176,23 @@ type Outcome struct {
 	// and Waiting is what that reconcile found waiting.
 	InputsUnchanged bool
 }
+
+// Phases is how long each step of a reconcile took; a step not run is
+// zero. The log line of a reconcile states them.
+type Phases struct {
+	// Resolve is resolving every requirement (twice when an operator
+	// secret is not delivered yet).
+	Resolve time.Duration
+	// Seal is asking vaultd for every secret.
+	Seal time.Duration
+	// Render is rendering every node's declaration.
+	Render time.Duration
+	// Write is writing the branches that changed and recording the state.
+	Write time.Duration
+}
+
+// since adds the time since start to *d.
+func since(d *time.Duration, start time.Time) { *d += time.Since(start) }
 
 // Once runs one reconcile of main. On a refusal it writes nothing and
 // returns the Outcome with Refused set and an error holding every reason.
@@ -249,6 +268,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 	}
 	// resolve answers every requirement; a refusal is stated on out.
 	resolve := func(undelivered map[string]bool) (*reconciler.Resolution, error) {
+		defer since(&out.Phases.Resolve, time.Now())
 		res, err := reconciler.Resolve(repo, reconciler.ResolveOptions{Answers: ans, Previous: prev, Undelivered: undelivered})
 		var ref *reconciler.Refusal
 		if errors.As(err, &ref) {
@@ -266,7 +286,9 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 			return fmt.Errorf("vault status: %w", err)
 		}
 	}
+	sealStart := time.Now()
 	sealed, err := r.seal(ctx, repo, res, st)
+	since(&out.Phases.Seal, sealStart)
 	if err != nil {
 		return err
 	}
@@ -282,7 +304,9 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 		out.Waiting = res.Waiting
 	}
 	out.Sealed = len(res.Secrets)
+	renderStart := time.Now()
 	decls, err := reconciler.Render(res, sealed.index)
+	since(&out.Phases.Render, renderStart)
 	if err != nil {
 		return fmt.Errorf("render: %w", err)
 	}
@@ -300,6 +324,7 @@ func (r *Reconciler) reconcile(ctx context.Context, repo *schema.Repo, ans recon
 
 	// Act: write the branches that changed, then record the state they
 	// were rendered with.
+	defer since(&out.Phases.Write, time.Now())
 	wopts := branch.WriteOptions{Source: repo.Source, Signer: r.opts.Signer}
 	wr, err := r.repo.Write(ctx, nodes, wopts)
 	if wr != nil {
@@ -439,6 +464,11 @@ func (r *Reconciler) record(out *Outcome, start time.Time, err error) {
 		"confirmed", len(out.Confirmed),
 		"objects", out.Objects,
 		"duration", out.Duration.Round(time.Millisecond).String(),
+	}
+	if out.Phases != (Phases{}) {
+		ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+		attrs = append(attrs, slog.Group("phases", "resolve", ms(out.Phases.Resolve), "seal", ms(out.Phases.Seal),
+			"render", ms(out.Phases.Render), "write", ms(out.Phases.Write)))
 	}
 	if hints := waitingHints(out.Waiting); len(hints) > 0 {
 		attrs = append(attrs, "undelivered", hints)

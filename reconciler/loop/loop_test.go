@@ -110,6 +110,14 @@ func TestReconcileLab(t *testing.T) {
 	if n := strings.Count(log.String(), `"msg":"reconciled"`); n != 1 {
 		t.Errorf("want one log line per reconcile, got %d:\n%s", n, log.String())
 	}
+	// The line states how long each step took.
+	ph := out.Phases
+	if ph.Resolve <= 0 || ph.Seal <= 0 || ph.Render <= 0 || ph.Write <= 0 || ph.Resolve+ph.Seal+ph.Render+ph.Write > out.Duration {
+		t.Errorf("phases %+v do not add up within the reconcile's %s", ph, out.Duration)
+	}
+	if !strings.Contains(log.String(), `"phases":{"resolve":"`) {
+		t.Errorf("the log line does not state the phases:\n%s", log.String())
+	}
 
 	// An unchanged push commits nothing: same bytes, secrets included.
 	before := refs(t, m)
