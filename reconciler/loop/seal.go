@@ -64,7 +64,8 @@ const (
 // of sealBatchSize when the Vault is a [BatchSealer] (and vaultd has the
 // batch seal), else one request per secret on SealWorkers workers.
 func (r *Reconciler) seal(ctx context.Context, repo *schema.Repo, res *reconciler.Resolution, st *client.Status) (*sealed, error) {
-	out := &sealed{index: reconciler.SealedMap{}, ciphertext: map[string][]byte{}, asked: map[string]askedSeal{}, undelivered: map[string]bool{}}
+	n := len(res.Secrets)
+	out := &sealed{index: make(reconciler.SealedMap, n), ciphertext: make(map[string][]byte, n), asked: make(map[string]askedSeal, n), undelivered: map[string]bool{}}
 	held := map[string]*client.SecretStatus{}
 	if st != nil {
 		for i := range st.Secrets {
