@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,4 +202,55 @@ func BenchmarkPackSealed(b *testing.B) {
 			b.ReportMetric(float64(size), "pack-bytes")
 		})
 	}
+}
+
+// BenchmarkPlan1000Nodes plans writes of benchMesh: reading each tip,
+// encoding, signing and building every object in memory, on every
+// processor. It leaves out writing the pack and moving the refs, file
+// system work that a shared machine makes noisy, to measure the CPU and the
+// allocations of the part that scales with the mesh.
+func BenchmarkPlan1000Nodes(b *testing.B) {
+	ctx := context.Background()
+	signer, _ := testSigner(b)
+	base := benchMesh("a")
+	names := slices.Sorted(maps.Keys(base))
+	refs := make([]string, len(names))
+	for i, n := range names {
+		refs[i] = Ref(n)
+	}
+	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}.withDefaults()
+	r, err := OpenLocal(bareRepo(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// run plans every node against the branches' tips now and checks how
+	// many would be written.
+	run := func(b *testing.B, written int) {
+		open, tips, err := r.b.snapshot(ctx, refs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		defer benchcpu.Report(b)()
+		for b.Loop() {
+			plans, err := planAll(open, newObjects(), names, base, tips, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for _, p := range plans {
+				if p.up != nil {
+					n++
+				}
+			}
+			if n != written {
+				b.Fatalf("%d nodes planned to be written, want %d", n, written)
+			}
+		}
+	}
+	b.Run("first", func(b *testing.B) { run(b, len(names)) })
+	if _, err := r.Write(ctx, base, opts); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("no-change", func(b *testing.B) { run(b, 0) })
 }

@@ -2,58 +2,143 @@ package branch
 
 import (
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/meshgen/meshgen/hostd/declaration"
 )
 
 // TestDigestOfAnotherWriter: a tip whose commit states another content
-// digest than this writer computes (a writer that hashed another encoding,
-// or a damaged message) is compared by its canonical bytes instead, so an
-// unchanged declaration still commits nothing; a changed one is written.
+// digest than this writer computes (an older writer's, which hashed the
+// compact encoding/json encoding, or a damaged message) or none is compared
+// by its canonical bytes instead, so an unchanged declaration still commits
+// nothing and the tip is not rewritten; a changed one is written.
 func TestDigestOfAnotherWriter(t *testing.T) {
-	ctx := context.Background()
-	repo := bareRepo(t)
-	signer, _ := testSigner(t)
-	r, err := OpenLocal(repo)
-	if err != nil {
-		t.Fatal(err)
+	// oldDigest is how the writer computed digests before they were taken
+	// of the canonical bytes: the sha256 of json.Marshal of the declaration
+	// with its generation and source zeroed.
+	oldDigest := func(t *testing.T, n *Node) string {
+		c := *n.Declaration
+		c.Generation, c.Source = 0, ""
+		b, err := json.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "Content: " + sha256sum(b)
 	}
-	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
-	if _, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 1)}, opts); err != nil {
-		t.Fatal(err)
-	}
-	// Restate the tip's digest as another writer would have.
-	tip := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1"))
-	msg := gitRun(t, repo, "log", "-1", "--format=%B", tip)
-	other := regexp.MustCompile(`(?m)^Content: [0-9a-f]{64}$`)
-	if !other.MatchString(msg) {
-		t.Fatalf("the writer's message states no content digest:\n%s", msg)
-	}
-	msg = other.ReplaceAllString(msg, "Content: "+strings.Repeat("0", 64))
-	tree := strings.TrimSpace(gitRun(t, repo, "rev-parse", tip+"^{tree}"))
-	args := []string{"commit-tree", tree, "-m", msg}
-	if parent, err := gitOut(repo, "rev-parse", "--verify", "-q", tip+"^"); err == nil {
-		args = append(args, "-p", strings.TrimSpace(parent))
-	}
-	restated := strings.TrimSpace(gitRun(t, repo, args...))
-	gitRun(t, repo, "update-ref", "refs/heads/node/n1", restated, tip)
+	for _, tc := range []struct {
+		name    string
+		restate func(t *testing.T, n *Node) string // the tip's new Content line
+	}{
+		{"older writer", oldDigest},
+		{"damaged", func(*testing.T, *Node) string { return "Content: " + strings.Repeat("0", 64) }},
+		{"none", func(*testing.T, *Node) string { return "" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			repo := bareRepo(t)
+			signer, _ := testSigner(t)
+			r, err := OpenLocal(repo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+			if _, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 1)}, opts); err != nil {
+				t.Fatal(err)
+			}
+			// Restate the tip's digest as another writer would have.
+			tip := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1"))
+			msg := gitRun(t, repo, "log", "-1", "--format=%B", tip)
+			line := regexp.MustCompile(`(?m)^Content: [0-9a-f]{64}$`)
+			ours := line.FindString(msg)
+			if ours == "" {
+				t.Fatalf("the writer's message states no content digest:\n%s", msg)
+			}
+			restatedLine := tc.restate(t, testNode("n1", "a", 1))
+			if restatedLine == ours {
+				t.Fatalf("the restated digest is the writer's own: %s", ours)
+			}
+			msg = line.ReplaceAllString(msg, restatedLine)
+			tree := strings.TrimSpace(gitRun(t, repo, "rev-parse", tip+"^{tree}"))
+			args := []string{"commit-tree", tree, "-m", msg}
+			if parent, err := gitOut(repo, "rev-parse", "--verify", "-q", tip+"^"); err == nil {
+				args = append(args, "-p", strings.TrimSpace(parent))
+			}
+			restated := strings.TrimSpace(gitRun(t, repo, args...))
+			gitRun(t, repo, "update-ref", "refs/heads/node/n1", restated, tip)
 
-	res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 1)}, opts)
-	if err != nil {
-		t.Fatal(err)
+			res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 1)}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(res)["n1"]; got != Unchanged || res.Objects != 0 {
+				t.Fatalf("the same declaration under another digest: %s with %d objects, want unchanged", got, res.Objects)
+			}
+			if now := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1")); now != restated {
+				t.Fatal("the branch moved for an unchanged declaration")
+			}
+			res, err = r.Write(ctx, map[string]*Node{"n1": testNode("n1", "b", 1)}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(res)["n1"]; got != Written {
+				t.Fatalf("a changed declaration under another digest: %s, want written", got)
+			}
+		})
 	}
-	if got := outcomes(res)["n1"]; got != Unchanged {
-		t.Fatalf("the same declaration under another digest: %s, want unchanged", got)
+}
+
+// FuzzContentDigest: the digest taken of a declaration's canonical bytes in
+// place is the sha256 of the canonical bytes of the same declaration with
+// generation 0 and source "", whatever the generation, the source and the
+// strings around them hold; and a plain source is read in place, without
+// encoding again.
+func FuzzContentDigest(f *testing.F) {
+	for _, s := range []struct {
+		gen                  uint64
+		mesh, source, config string
+	}{
+		{1, "demo", strings.Repeat("a", 40), "key = value\n"},
+		{18446744073709551615, "demo", "", ""},
+		{0, "demo", "x", ""},
+		{7, "demo", `quote " and backslash \`, "tab\t"},
+		{7, "demo", "new\nline", "\n  \"generation\": 0,\n  \"source\": \"\",\n  \"resources\": "},
+		{3, "m\n  \"generation\": 3", "line\u2028separator", ""},
+		{3, "demo", "\xff invalid utf-8", "<html> & more"},
+		{2, `demo", "generation": 2`, ",\n  \"resources\": ", "\x00"},
+	} {
+		f.Add(s.gen, s.mesh, s.source, s.config)
 	}
-	if now := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1")); now != restated {
-		t.Fatal("the branch moved for an unchanged declaration")
-	}
-	res, err = r.Write(ctx, map[string]*Node{"n1": testNode("n1", "b", 1)}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := outcomes(res)["n1"]; got != Written {
-		t.Fatalf("a changed declaration under another digest: %s, want written", got)
-	}
+	f.Fuzz(func(t *testing.T, gen uint64, mesh, source, config string) {
+		n := testNode("n1", "a", 2)
+		d := n.Declaration
+		d.Mesh, d.Generation, d.Source = mesh, gen, source
+		d.Resources[0].File.Content = config
+		body, err := declaration.Marshal(d)
+		if err != nil {
+			return // not a declaration hostd would take
+		}
+		got, err := contentDigest(body, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zero := *d
+		zero.Generation, zero.Source = 0, ""
+		canonical, err := declaration.Marshal(&zero)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := sha256sum(canonical); got != want {
+			t.Fatalf("generation %d source %q: digest %s, want the canonical bytes' %s", gen, source, got, want)
+		}
+		_, _, inPlace := headValues(body, gen, source)
+		plain := !strings.ContainsAny(source, "\"\\\u2028\u2029") && utf8.ValidString(source) &&
+			!strings.ContainsFunc(source, func(r rune) bool { return r < 0x20 })
+		if inPlace != plain {
+			t.Fatalf("source %q: read in place %v, want %v", source, inPlace, plain)
+		}
+	})
 }

@@ -1,15 +1,16 @@
 package branch
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -307,34 +308,42 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	for p, ct := range n.Secrets {
 		secrets[p] = blobHash(ct)
 	}
+	// The declaration this write would commit, with the generation raised
+	// by one and our source: its one canonical encoding gives the content
+	// digest too, and is what is signed and committed if the node changed.
 	d := *n.Declaration
-	content, err := contentDigest(&d)
+	d.Generation, d.Source = t.generation+1, opts.Source
+	body, err := declaration.Marshal(&d)
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	content, err := contentDigest(body, &d)
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
 	if !t.commit.IsZero() && t.content != "" && t.content == content && t.sameSecrets(secrets) && t.removed == n.Removed {
 		// The writer's own commit states its content's digest: equal
-		// digests are equal declarations, without the canonical encoding.
+		// digests are equal declarations.
 		return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 	}
 	if !t.commit.IsZero() {
-		// Would the branch change, beyond its generation and source?
-		d.Generation, d.Source = t.generation, t.source
-		same, err := declaration.Marshal(&d)
-		if err != nil {
-			return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
-		}
-		if blobHash(same) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
-			return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
+		if t.content != content {
+			// The tip states no digest, or one computed another way (an
+			// older writer's): would the branch change, beyond its
+			// generation and source? Its canonical bytes say.
+			same := d
+			same.Generation, same.Source = t.generation, t.source
+			b, err := declaration.Marshal(&same)
+			if err != nil {
+				return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+			}
+			if blobHash(b) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
+				return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
+			}
 		}
 		if newerSource(s, opts.Source, t.source) {
 			return NodeResult{Node: name, Outcome: Superseded, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 		}
-	}
-	d.Generation, d.Source = t.generation+1, opts.Source
-	body, err := declaration.Marshal(&d)
-	if err != nil {
-		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
 	sig, err := opts.Signer.Sign(body)
 	if err != nil {
@@ -358,19 +367,70 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	return nr, &refUpdate{ref: Ref(name), old: t.commit, new: c}, nil
 }
 
-// contentDigest is the sha256 of d's compact JSON with its generation and
-// source left out: what decides whether a node's declaration changed. It is
-// several times cheaper than the canonical [declaration.Marshal], which a
-// no-change write of every node would otherwise pay.
-func contentDigest(d *declaration.Declaration) (string, error) {
-	c := *d
-	c.Generation, c.Source = 0, ""
-	b, err := json.Marshal(&c)
-	if err != nil {
-		return "", fmt.Errorf("digest declaration: %w", err)
+// contentDigest returns the digest of a declaration's content, what
+// decides whether a node's declaration changed: the sha256 of its canonical
+// bytes with the generation written as 0 and the source as "", so that it
+// does not change with them. Equal declarations give equal digests, whatever
+// their generation and source.
+//
+// body is [declaration.Marshal] of d. Rather than encode d a second time,
+// the digest is taken of body with the two values replaced in place (see
+// headValues); if body is not laid out as expected (a later format, or a
+// source that needs escaping), d is encoded again with both zeroed.
+func contentDigest(body []byte, d *declaration.Declaration) (string, error) {
+	h := sha256.New()
+	if start, end, ok := headValues(body, d.Generation, d.Source); ok {
+		h.Write(body[:start])
+		h.Write([]byte(zeroHead))
+		h.Write(body[end:])
+	} else {
+		c := *d
+		c.Generation, c.Source = 0, ""
+		b, err := declaration.Marshal(&c)
+		if err != nil {
+			return "", fmt.Errorf("digest declaration: %w", err)
+		}
+		h.Write(b)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// The canonical encoding writes the generation and source as consecutive
+// top-level keys, each on a line of its own indented by two spaces, and the
+// resources next. genKey can only be the top-level key: a newline followed
+// by indentation is never inside a string, which escapes newlines.
+const (
+	genKey       = "\n  \"generation\": "
+	sourceKey    = ",\n  \"source\": "
+	resourcesKey = ",\n  \"resources\": "
+	// zeroHead replaces body[start:end] of headValues: a generation of 0
+	// and an empty source, as canonical bytes of such a declaration say.
+	zeroHead = "0" + sourceKey + `""`
+)
+
+// headValues returns where the generation's value starts in body and where
+// the source's value ends, checking both values are what body states for a
+// declaration whose generation and source are gen and source. ok is false
+// when body does not read exactly so.
+func headValues(body []byte, gen uint64, source string) (start, end int, ok bool) {
+	i := bytes.Index(body, []byte(genKey))
+	if i < 0 {
+		return 0, 0, false
+	}
+	start = i + len(genKey)
+	var want []byte
+	want = strconv.AppendUint(want, gen, 10)
+	want = append(want, sourceKey...)
+	want = append(want, '"')
+	want = append(want, source...)
+	want = append(want, '"')
+	want = append(want, resourcesKey...)
+	// A source that JSON must escape would be written otherwise: the
+	// comparison fails and the caller encodes again.
+	if !bytes.HasPrefix(body[start:], want) {
+		return 0, 0, false
+	}
+	return start, start + len(want) - len(resourcesKey), true
 }
 
 // withDefaults returns o with every option left unset given its default.
