@@ -481,21 +481,6 @@ func (c *recipientCache) parse(s string) (*x25519.Recipient, error) {
 	return p, nil
 }
 
-func seal(r age.Recipient, plain []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	w, err := age.Encrypt(&buf, r)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.Write(plain); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // open decrypts a value sealed to the vault's recipient.
 func (v *Vault) open(ct []byte) ([]byte, error) {
 	if len(ct) == 0 {

@@ -1,0 +1,153 @@
+package vaultd
+
+import (
+	"bytes"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"testing"
+	"testing/cryptotest"
+
+	"filippo.io/age"
+	"github.com/meshgen/meshgen/vaultd/internal/x25519"
+)
+
+// fixedRecipient wraps to stanzas of fixed bodies: headers of every shape
+// (several stanzas, bodies of whole lines) that an X25519 recipient never
+// makes.
+type fixedRecipient struct{ stanzas []*age.Stanza }
+
+func (f fixedRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
+	out := make([]*age.Stanza, len(f.stanzas))
+	for i, s := range f.stanzas {
+		c := *s
+		c.Body = append(bytes.Clone(s.Body), fileKey...)
+		out[i] = &c
+	}
+	return out, nil
+}
+
+// TestSealIsAgeEncrypt: seal writes, byte for byte, what age.Encrypt
+// writes given the same randomness, for the recipients vaultd seals to
+// (its own X25519 and age's), for stanzas of every shape, and for values
+// of every size around age's 64 KiB chunks; and age decrypts it.
+func TestSealIsAgeEncrypt(t *testing.T) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := x25519.Parse(id.Recipient().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := bytes.Repeat([]byte{0xa5}, 2*bodyBytesPerLine)
+	recipients := []struct {
+		name string
+		r    age.Recipient
+		id   age.Identity
+	}{
+		{"vaultd's X25519", ours, id},
+		{"age's X25519", id.Recipient(), id},
+		{"stanzas of whole lines", fixedRecipient{[]*age.Stanza{
+			{Type: "one", Args: []string{"a", "b!"}, Body: line[:bodyBytesPerLine-fileKeySize]},
+			{Type: "two", Body: line[:2*bodyBytesPerLine-fileKeySize]},
+			{Type: "three", Args: []string{"~"}, Body: line[:bodyBytesPerLine-fileKeySize-1]},
+			{Type: "four", Body: line[:bodyBytesPerLine-fileKeySize+1]},
+			{Type: "five"},
+		}}, nil},
+	}
+	sizes := []int{0, 1, 31, 32, 100, payloadChunk - 1, payloadChunk, payloadChunk + 1, 2 * payloadChunk, 3*payloadChunk + 5}
+	for _, rc := range recipients {
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%s/%d bytes", rc.name, size), func(t *testing.T) {
+				plain := bytes.Repeat([]byte("v"), size)
+				seed := uint64(size) + 1
+				cryptotest.SetGlobalRandom(t, seed)
+				var want bytes.Buffer
+				w, err := age.Encrypt(&want, rc.r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Write(plain); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				cryptotest.SetGlobalRandom(t, seed)
+				got, err := seal(rc.r, plain)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want.Bytes()) {
+					t.Fatalf("seal wrote %d bytes unlike age.Encrypt's %d:\n%q\nage:\n%q", len(got), want.Len(), got[:min(len(got), 400)], want.Bytes()[:min(want.Len(), 400)])
+				}
+				if cap(got) != len(got) {
+					t.Errorf("seal's buffer was sized %d for %d bytes", cap(got), len(got))
+				}
+				if rc.id == nil {
+					return
+				}
+				rd, err := age.Decrypt(bytes.NewReader(got), rc.id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				back, err := io.ReadAll(rd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(back, plain) {
+					t.Fatal("age decrypted another value")
+				}
+			})
+		}
+	}
+}
+
+// TestSealRefusesBadStanzas: a stanza age would not write is refused, as
+// age.Encrypt refuses it.
+func TestSealRefusesBadStanzas(t *testing.T) {
+	for _, s := range []*age.Stanza{
+		{Type: ""},
+		{Type: "has space"},
+		{Type: "ok", Args: []string{""}},
+		{Type: "ok", Args: []string{"new\nline"}},
+		{Type: "ok", Args: []string{"é"}},
+	} {
+		r := fixedRecipient{[]*age.Stanza{s}}
+		if _, err := age.Encrypt(io.Discard, r); err == nil {
+			t.Fatalf("age.Encrypt took stanza %q %q", s.Type, s.Args)
+		}
+		if _, err := seal(r, []byte("v")); err == nil {
+			t.Errorf("seal took stanza %q %q", s.Type, s.Args)
+		}
+	}
+}
+
+// FuzzHMACAndHKDF: the stack-allocated HMAC-SHA-256 and HKDF-SHA-256 are
+// the standard library's, for keys and messages of any length.
+func FuzzHMACAndHKDF(f *testing.F) {
+	f.Add([]byte{}, []byte{}, "")
+	f.Add(bytes.Repeat([]byte{1}, 16), []byte("age-encryption.org/v1\n---"), "header")
+	f.Add(bytes.Repeat([]byte{2}, 64), bytes.Repeat([]byte{3}, 600), "payload")
+	f.Add(bytes.Repeat([]byte{4}, 65), []byte("x"), "age-encryption.org/v1/X25519")
+	f.Fuzz(func(t *testing.T, key, msg []byte, info string) {
+		mac := hmac.New(sha256.New, key)
+		mac.Write(msg)
+		if got := hmacSHA256(key, msg); !bytes.Equal(got[:], mac.Sum(nil)) {
+			t.Fatalf("hmacSHA256(%x, %x) = %x, crypto/hmac says %x", key, msg, got, mac.Sum(nil))
+		}
+		if len(info) > 63 {
+			return // seal's infos are short
+		}
+		want, err := hkdf.Key(sha256.New, key, msg, info, sha256.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hkdfSHA256(key, msg, info); !bytes.Equal(got[:], want) {
+			t.Fatalf("hkdfSHA256(%x, %x, %q) = %x, crypto/hkdf says %x", key, msg, info, got, want)
+		}
+	})
+}
