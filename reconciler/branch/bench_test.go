@@ -54,9 +54,11 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 
 	b.Run("first", func(b *testing.B) {
 		defer benchcpu.Report(b)()
+		var size int64
 		for b.Loop() {
 			b.StopTimer()
-			r, err := OpenLocal(bareRepo(b))
+			repo := bareRepo(b)
+			r, err := OpenLocal(repo)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -64,7 +66,11 @@ func BenchmarkWrite1000Nodes(b *testing.B) {
 			if _, err := r.Write(ctx, base, opts); err != nil {
 				b.Fatal(err)
 			}
+			b.StopTimer()
+			size = packBytes(b, repo)
+			b.StartTimer()
 		}
+		b.ReportMetric(float64(size), "pack-bytes")
 	})
 
 	repo := bareRepo(b)
@@ -253,4 +259,21 @@ func BenchmarkPlan1000Nodes(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("no-change", func(b *testing.B) { run(b, 0) })
+}
+
+// packBytes is the size of the packs in repo.
+func packBytes(b *testing.B, repo string) int64 {
+	packs, err := filepath.Glob(filepath.Join(repo, "objects", "pack", "*.pack"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, p := range packs {
+		st, err := os.Stat(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size += st.Size()
+	}
+	return size
 }

@@ -2,7 +2,6 @@ package branch
 
 import (
 	"bytes"
-	"compress/zlib"
 	"fmt"
 	"io"
 	"sort"
@@ -15,6 +14,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/klauspost/compress/zlib"
 )
 
 // objects collects new git objects in memory, in the order they were made,
@@ -35,7 +35,9 @@ type rawObject struct {
 	stored bool
 	// deflated is data as a zlib stream at BestSpeed, made by the goroutine
 	// that built the object: objects are planned on every processor, the
-	// pack is written on one.
+	// pack is written on one. The compressor is klauspost/compress's, a
+	// pure Go deflate that is half again as fast as compress/flate's at
+	// this level, for streams any inflater reads.
 	deflated []byte
 }
 
