@@ -208,13 +208,19 @@ func (v *Vault) put(r *record) error {
 // every record written. The caller holds the lock of every record.
 func (v *Vault) putAll(rs []*record) error {
 	entries := make([]store.Entry, len(rs))
+	// The records are encoded one after the other into one buffer, each
+	// entry a slice of it: one allocation for the batch (a seal's record
+	// is about a kilobyte; a larger one grows the buffer, leaving the
+	// earlier entries where they were).
+	buf := make([]byte, 0, len(rs)*1024)
 	for i, r := range rs {
 		r.prune()
-		data, err := json.Marshal(r)
-		if err != nil {
+		start := len(buf)
+		var err error
+		if buf, err = marshalRecord(buf, r); err != nil {
 			return fmt.Errorf("encode record of %q: %w", r.Name, err)
 		}
-		entries[i] = store.Entry{Key: r.Name, Data: data}
+		entries[i] = store.Entry{Key: r.Name, Data: buf[start:len(buf):len(buf)]}
 	}
 	// The counters are taken before the write and answered only after it
 	// ended (see generation): a durable write is never behind the token.
