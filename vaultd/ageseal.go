@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"sync"
 
 	"filippo.io/age"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -34,7 +35,15 @@ import (
 //	         endian) and a last-chunk flag byte; an empty value is one
 //	         empty last chunk
 func seal(r age.Recipient, plain []byte) ([]byte, error) {
-	var fileKey [fileKeySize]byte
+	// The file key and the chunk counter go to interfaces (Wrap, the
+	// AEAD), so they would be allocated on the heap each time: they come
+	// from a pool, and the file key is cleared before it goes back.
+	sc := sealScratchPool.Get().(*sealScratch)
+	defer func() {
+		*sc = sealScratch{}
+		sealScratchPool.Put(sc)
+	}()
+	fileKey, counter := &sc.fileKey, &sc.counter
 	rand.Read(fileKey[:])
 	stanzas, err := r.Wrap(fileKey[:])
 	if err != nil {
@@ -87,8 +96,7 @@ func seal(r age.Recipient, plain []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var counter [chacha20poly1305.NonceSize]byte
-	for i := 0; ; i++ {
+	for {
 		chunk := plain[:min(len(plain), payloadChunk)]
 		plain = plain[len(chunk):]
 		last := len(plain) == 0
@@ -107,6 +115,14 @@ func seal(r age.Recipient, plain []byte) ([]byte, error) {
 		}
 	}
 }
+
+// sealScratch is what one seal hands to interfaces.
+type sealScratch struct {
+	fileKey [fileKeySize]byte
+	counter [chacha20poly1305.NonceSize]byte
+}
+
+var sealScratchPool = sync.Pool{New: func() any { return new(sealScratch) }}
 
 // age's format constants (age-encryption.org/v1).
 const (

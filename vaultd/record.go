@@ -63,17 +63,17 @@ func (r *record) clone() *record {
 // prune drops values and ciphertexts of versions the rotation no longer
 // refers to.
 func (r *record) prune() {
-	live := map[uint64]bool{}
-	for _, l := range r.Rot.Live() {
-		live[l.Version] = true
+	live := r.Rot.Live() // one to three versions
+	isLive := func(v uint64) bool {
+		return slices.ContainsFunc(live, func(l rotation.Live) bool { return l.Version == v })
 	}
 	for v := range r.Values {
-		if !live[v] {
+		if !isLive(v) {
 			delete(r.Values, v)
 		}
 	}
 	for k := range r.Sealed {
-		if !live[versionOf(k)] {
+		if !isLive(versionOf(k)) {
 			delete(r.Sealed, k)
 		}
 	}
@@ -81,10 +81,11 @@ func (r *record) prune() {
 
 func versionOf(key string) uint64 {
 	// recipient|version|item; a recipient holds no '|' (validRecipient).
-	parts := strings.SplitN(key, "|", 3)
-	if len(parts) != 3 {
+	_, rest, ok := strings.Cut(key, "|")
+	version, _, ok2 := strings.Cut(rest, "|")
+	if !ok || !ok2 {
 		return 0
 	}
-	v, _ := strconv.ParseUint(parts[1], 10, 64)
+	v, _ := strconv.ParseUint(version, 10, 64)
 	return v
 }

@@ -463,7 +463,7 @@ func decode(r *http.Request, into any) error {
 func auditNames(names ...string) []string {
 	var out []string
 	for _, n := range names {
-		if nameRE.MatchString(n) {
+		if validName(n) {
 			out = append(out, n)
 		} else {
 			out = append(out, "(invalid name)")
@@ -489,5 +489,7 @@ func (v *Vault) auditRecipients(rs []string) []string {
 
 func sha256hex(b []byte) string {
 	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
+	var h [2 * sha256.Size]byte
+	hex.Encode(h[:], s[:])
+	return string(h[:])
 }

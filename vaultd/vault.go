@@ -42,7 +42,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -122,7 +121,25 @@ func (v *Vault) rec(name string) *record {
 	return v.recs[name]
 }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/-]{0,199}$`)
+// validName reports whether name is a secret's name: letters, digits and
+// . _ - @ : /, at most 200 bytes, starting with a letter or digit
+// (^[A-Za-z0-9][A-Za-z0-9._@:/-]{0,199}$; a loop, not a regular
+// expression, as every seal and audit line checks one).
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 200 {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '@' || c == ':' || c == '/' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Open opens (or, on first start, makes) the vault in opts.Dir and loads
 // every record.
@@ -186,7 +203,7 @@ func (v *Vault) Close() error {
 func (v *Vault) Recipient() string { return v.store.Recipient().String() }
 
 func checkName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		// An invalid name is not echoed: it could be anything, a value pasted
 		// in the wrong place included.
 		return refuse(client.ErrBadRequest, "", "secret name is not valid (%d bytes): letters, digits and . _ - @ : /, at most 200, starting with a letter or digit", len(name))
@@ -302,19 +319,22 @@ func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seal %q: %w", req.Name, err)
 	}
-	c := &checkedSeal{req: req, spec: spec, appliers: uniq(req.Appliers), readers: uniq(req.Recipients), parsed: map[string]age.Recipient{}}
+	c := &checkedSeal{req: req, spec: spec, appliers: uniq(req.Appliers), readers: uniq(req.Recipients)}
 	if len(c.appliers)+len(c.readers) == 0 {
 		return nil, refuse(client.ErrBadRequest, "", "seal %q: no recipients", req.Name)
 	}
-	for _, r := range slices.Concat(c.appliers, c.readers) {
-		if c.parsed[r] != nil {
-			continue
+	c.parsed = make(map[string]age.Recipient, len(c.appliers)+len(c.readers))
+	for _, list := range [][]string{c.appliers, c.readers} {
+		for _, r := range list {
+			if c.parsed[r] != nil {
+				continue
+			}
+			p, err := v.checkRecipient(r)
+			if err != nil {
+				return nil, fmt.Errorf("seal %q: %w", req.Name, err)
+			}
+			c.parsed[r] = p
 		}
-		p, err := v.checkRecipient(r)
-		if err != nil {
-			return nil, fmt.Errorf("seal %q: %w", req.Name, err)
-		}
-		c.parsed[r] = p
 	}
 	return c, nil
 }
@@ -523,7 +543,13 @@ func (v *Vault) Status() *client.Status {
 	return st
 }
 
+// uniq returns in sorted, without repeats. The result may share in's
+// array (when it has one element or none, as most recipient lists do):
+// neither is changed in place.
 func uniq(in []string) []string {
+	if len(in) <= 1 {
+		return slices.Clip(in)
+	}
 	out := slices.Clone(in)
 	slices.Sort(out)
 	return slices.Compact(out)

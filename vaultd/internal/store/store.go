@@ -301,9 +301,13 @@ func (s *FileStore) Write(entries []Entry) error {
 				delete(s.live, old)
 			}
 		}
-		if legacy := legacyName(e.Key); s.legacy[legacy] {
-			delete(s.legacy, legacy)
-			gone = append(gone, legacy)
+		// A store with no record of an older vaultd left (every store
+		// this one made) hashes no key.
+		if len(s.legacy) > 0 {
+			if legacy := legacyName(e.Key); s.legacy[legacy] {
+				delete(s.legacy, legacy)
+				gone = append(gone, legacy)
+			}
 		}
 		s.at[e.Key] = seq
 		s.live[seq]++
