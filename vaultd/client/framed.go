@@ -89,8 +89,9 @@ var errFramedShort = errors.New("cut short or malformed")
 
 // framedReader reads a [SealBatchFramed] body; its first error sticks.
 type framedReader struct {
-	b   []byte
-	err error
+	b          []byte
+	err        error
+	recipients map[string]string
 }
 
 func (r *framedReader) num() uint64 {
@@ -122,6 +123,61 @@ func (r *framedReader) bytes() []byte {
 
 func (r *framedReader) str() string { return string(r.bytes()) }
 
+// word reads a string that is most often one of a few words (an origin, a
+// role, a slot, an item, a slot's state): those are not allocated again
+// for every secret.
+func (r *framedReader) word() string {
+	b := r.bytes()
+	switch string(b) {
+	case "":
+		return ""
+	case string(OriginMesh):
+		return string(OriginMesh)
+	case string(OriginGenesis):
+		return string(OriginGenesis)
+	case string(OriginOperator):
+		return string(OriginOperator)
+	case string(RoleApplier):
+		return string(RoleApplier)
+	case string(RoleReader):
+		return string(RoleReader)
+	case string(SlotA):
+		return string(SlotA)
+	case string(SlotB):
+		return string(SlotB)
+	case string(ItemValue):
+		return string(ItemValue)
+	case string(ItemDerived):
+		return string(ItemDerived)
+	case "current":
+		return "current"
+	case "next":
+		return "next"
+	case "reading":
+		return "reading"
+	case "retiring":
+		return "retiring"
+	}
+	return string(b)
+}
+
+// recipient reads a recipient: one string per distinct recipient of the
+// answer, which names each node in many secrets.
+func (r *framedReader) recipient() string {
+	b := r.bytes()
+	if s, ok := r.recipients[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if r.err == nil {
+		if r.recipients == nil {
+			r.recipients = map[string]string{}
+		}
+		r.recipients[s] = s
+	}
+	return s
+}
+
 func (r *framedReader) byte() byte {
 	if r.err != nil {
 		return 0
@@ -147,7 +203,8 @@ func (r *framedReader) count(min int) int {
 }
 
 // decodeFramed decodes a [SealBatchFramed] body into r. The ciphertexts
-// are copied out of data.
+// are slices of data (each capped at its end, so an append to one copies
+// it): data must not be changed after.
 func decodeFramed(data []byte, r *SealBatchResponse) error {
 	fr := &framedReader{b: data}
 	items := make([]SealBatchItem, fr.count(1))
@@ -161,11 +218,11 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 			body := &ErrorBody{Code: fr.str(), Error: fr.str(), Hint: fr.str()}
 			items[i] = SealBatchItem{Error: body, Status: int(min(status, 999))}
 		case 's':
-			s := &SealResponse{Name: fr.str(), Origin: Origin(fr.str()), Version: fr.num(), Slot: Slot(fr.str())}
+			s := &SealResponse{Name: fr.str(), Origin: Origin(fr.word()), Version: fr.num(), Slot: Slot(fr.word())}
 			s.Sealed = make([]Sealed, fr.count(8))
 			for j := range s.Sealed {
 				x := &s.Sealed[j]
-				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.str(), Role(fr.str()), Slot(fr.str()), fr.num(), Item(fr.str())
+				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.recipient(), Role(fr.word()), Slot(fr.word()), fr.num(), Item(fr.word())
 				switch fr.byte() {
 				case 0:
 				case 1:
@@ -175,12 +232,15 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 						fr.err = fmt.Errorf("item %d: sealed %d: current is not 0 or 1", i, j)
 					}
 				}
-				x.Ciphertext = append([]byte{}, fr.bytes()...)
+				x.Ciphertext = fr.bytes()
+				if x.Ciphertext == nil && fr.err == nil {
+					x.Ciphertext = []byte{}
+				}
 				x.SHA256 = fr.str()
 			}
 			s.Slots = make([]SlotState, fr.count(3))
 			for j := range s.Slots {
-				s.Slots[j] = SlotState{Slot: Slot(fr.str()), Version: fr.num(), State: fr.str()}
+				s.Slots[j] = SlotState{Slot: Slot(fr.word()), Version: fr.num(), State: fr.word()}
 			}
 			if rot := fr.bytes(); fr.err == nil && len(rot) > 0 {
 				s.Rotation = new(Rotation)
