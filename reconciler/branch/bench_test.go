@@ -186,11 +186,12 @@ func BenchmarkPackSealed(b *testing.B) {
 				repo := bareRepo(b)
 				b.StartTimer()
 				objs := newObjects()
+				ob := objs.builder()
 				for _, ct := range cts {
 					if mode == "stored" {
-						objs.sealed(ct, blobHash(ct))
-					} else if _, err := objs.blob(ct); err != nil {
-						b.Fatal(err)
+						ob.sealed(ct, blobHash(ct))
+					} else {
+						ob.blob(ct)
 					}
 				}
 				sum, err := writePackfile(repo, objs, objs.hashes)

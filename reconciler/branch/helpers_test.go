@@ -53,7 +53,13 @@ func gitRun(t testing.TB, dir string, args ...string) string {
 }
 
 func gitOut(dir string, args ...string) (string, error) {
+	return gitIn(dir, "", args...)
+}
+
+// gitIn runs git in dir with stdin as its standard input.
+func gitIn(dir, stdin string, args ...string) (string, error) {
 	cmd := exec.Command("git", args...)
+	cmd.Stdin = strings.NewReader(stdin)
 	if dir != "" {
 		cmd.Dir = dir
 	}

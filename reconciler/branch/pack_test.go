@@ -19,16 +19,9 @@ func TestPackVisibleDuringConcurrentWrites(t *testing.T) {
 		wg.Go(func() {
 			for i := range 25 {
 				objs := newObjects()
-				tr, err := objs.nodeTree(fmt.Appendf(nil, "%d-%d", w, i), []byte("s"), nil, nil)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				c, err := objs.commit(tr, commitInfo{node: "x", source: "s"})
-				if err != nil {
-					t.Error(err)
-					return
-				}
+				b := objs.builder()
+				tr := b.nodeTree(fmt.Appendf(nil, "%d-%d", w, i), []byte("s"), nil, nil)
+				c := b.commit(tr, commitInfo{message: commitMessage("x", 1, "s", "", false)})
 				l := &local{path: repo}
 				if _, err := writePackfile(repo, objs, objs.hashes); err != nil {
 					t.Error(err)

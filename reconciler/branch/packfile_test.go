@@ -40,18 +40,14 @@ func randomBytes(seed uint64, n int) []byte {
 func packObjects(t *testing.T) *objects {
 	t.Helper()
 	objs := newObjects()
+	b := objs.builder()
 	for i, size := range []int{0, 1, 15, 16, 127, 128, 2047, 2048, 65535, 65536, 200_000} {
 		ct := randomBytes(uint64(i), size)
-		h := objs.sealed(ct, blobHash(ct))
+		h := b.sealed(ct, blobHash(ct))
 		decl := bytes.Repeat(fmt.Appendf(nil, "declaration %d of size %d\n", i, size), 1+size/30)
-		tr, err := objs.nodeTree(decl, []byte("sig"), map[string][]byte{"secrets/s.age": ct}, map[string]plumbing.Hash{"secrets/s.age": h})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := objs.commit(tr, commitInfo{node: "n", generation: uint64(i + 1), source: strings.Repeat("a", 40),
-			when: time.Unix(1_700_000_000, 0), author: object.Signature{Name: "t", Email: "t@t"}}); err != nil {
-			t.Fatal(err)
-		}
+		tr := b.nodeTree(decl, []byte("sig"), map[string][]byte{"secrets/s.age": ct}, map[string]plumbing.Hash{"secrets/s.age": h})
+		b.commit(tr, commitInfo{message: commitMessage("n", uint64(i+1), strings.Repeat("a", 40), "", false),
+			when: time.Unix(1_700_000_000, 0), author: object.Signature{Name: "t", Email: "t@t"}})
 	}
 	return objs
 }
@@ -189,14 +185,12 @@ func TestPackfileGitReadsBack(t *testing.T) {
 func TestPackIndexFanout(t *testing.T) {
 	repo := bareRepo(t)
 	objs := newObjects()
+	ob := objs.builder()
 	var first [256]bool
 	covered := 0
 	for i := 0; covered < 256; i++ {
 		b := fmt.Appendf(nil, "object %d\n", i)
-		h, err := objs.blob(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := ob.blob(b)
 		if !first[h[0]] {
 			first[h[0]] = true
 			covered++
@@ -434,10 +428,11 @@ func TestMissingSeesLooseObjects(t *testing.T) {
 	}
 	loose := plumbing.NewHash(strings.TrimSpace(string(out)))
 	objs := newObjects()
-	if h, _ := objs.blob([]byte("loose\n")); h != loose {
+	b := objs.builder()
+	if h := b.blob([]byte("loose\n")); h != loose {
 		t.Fatalf("blob hash %s, git says %s", h, loose)
 	}
-	absent, _ := objs.blob([]byte("absent\n"))
+	absent := b.blob([]byte("absent\n"))
 	s, closeS := (&local{path: repo}).view()
 	defer closeS()
 	missing, err := objs.missing(s)

@@ -85,18 +85,12 @@ func (r *Repository) WriteStateFiles(ctx context.Context, files map[string][]byt
 }
 
 func planState(s storer.EncodedObjectStorer, objs *objects, tip plumbing.Hash, files map[string][]byte, opts WriteOptions) (*refUpdate, error) {
+	b := objs.builder()
 	entries := make([]treeEntry, 0, len(files))
 	for name, content := range files {
-		bh, err := objs.blob(content)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, treeEntry{name: name, mode: filemode.Regular, hash: bh})
+		entries = append(entries, treeEntry{name: name, mode: filemode.Regular, hash: b.blob(content)})
 	}
-	th, err := objs.tree(entries)
-	if err != nil {
-		return nil, err
-	}
+	th := b.tree(entries)
 	if !tip.IsZero() {
 		c, err := object.GetCommit(s, tip)
 		if err != nil {
@@ -109,21 +103,10 @@ func planState(s storer.EncodedObjectStorer, objs *objects, tip plumbing.Hash, f
 			return nil, nil
 		}
 	}
-	sig := opts.Author
-	sig.When = opts.Now()
-	c := &object.Commit{Author: sig, Committer: sig, TreeHash: th,
-		Message: "reconciler state\n\nSource: " + opts.Source + "\n"}
-	if !tip.IsZero() {
-		c.ParentHashes = []plumbing.Hash{tip}
-	}
-	obj := &plumbing.MemoryObject{}
-	if err := c.Encode(obj); err != nil {
-		return nil, err
-	}
-	ch, err := objs.add(obj)
-	if err != nil {
-		return nil, err
-	}
+	ch := b.commit(th, commitInfo{
+		message: "reconciler state\n\nSource: " + opts.Source + "\n",
+		parent:  tip, when: opts.Now(), author: opts.Author,
+	})
 	return &refUpdate{ref: StateRef, old: tip, new: ch}, nil
 }
 

@@ -282,9 +282,10 @@ func planAll(open func() (storer.EncodedObjectStorer, func()), objs *objects, pe
 		wg.Go(func() {
 			s, closeS := open()
 			defer closeS()
+			b := objs.builder()
 			for i := w; i < len(pending); i += workers {
 				name := pending[i]
-				nr, up, err := plan(s, objs, name, nodes[name], tips[Ref(name)], opts)
+				nr, up, err := plan(s, b, name, nodes[name], tips[Ref(name)], opts)
 				if err != nil {
 					errs[w] = err
 					return
@@ -297,16 +298,18 @@ func planAll(open func() (storer.EncodedObjectStorer, func()), objs *objects, pe
 	return out, errors.Join(errs...)
 }
 
-// plan decides one node's write against the tip its branch has now. It
-// returns the ref update to make, or nil when there is nothing to write.
-func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at plumbing.Hash, opts WriteOptions) (NodeResult, *refUpdate, error) {
+// plan decides one node's write against the tip its branch has now, and
+// builds its objects with b if it is to be written. It returns the ref
+// update to make, or nil when there is nothing to write.
+func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plumbing.Hash, opts WriteOptions) (NodeResult, *refUpdate, error) {
 	t, err := readTip(s, name, at)
 	if err != nil {
 		return NodeResult{}, nil, err
 	}
-	secrets := make(map[string]plumbing.Hash, len(n.Secrets))
+	secrets := b.secrets // the builder's, reused from node to node
+	clear(secrets)
 	for p, ct := range n.Secrets {
-		secrets[p] = blobHash(ct)
+		secrets[p] = b.hash(plumbing.BlobObject, ct)
 	}
 	// The declaration this write would commit, with the generation raised
 	// by one and our source: its one canonical encoding gives the content
@@ -349,17 +352,11 @@ func plan(s storer.EncodedObjectStorer, objs *objects, name string, n *Node, at 
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	tree, err := objs.nodeTree(body, sig, n.Secrets, secrets)
-	if err != nil {
-		return NodeResult{}, nil, fmt.Errorf("node %s: build tree: %w", name, err)
-	}
-	c, err := objs.commit(tree, commitInfo{
-		node: name, generation: d.Generation, source: opts.Source, content: content,
-		removed: n.Removed, parent: t.commit, when: opts.Now(), author: opts.Author,
+	tree := b.nodeTree(body, sig, n.Secrets, secrets)
+	c := b.commit(tree, commitInfo{
+		message: commitMessage(name, d.Generation, opts.Source, content, n.Removed),
+		parent:  t.commit, when: opts.Now(), author: opts.Author,
 	})
-	if err != nil {
-		return NodeResult{}, nil, fmt.Errorf("node %s: build commit: %w", name, err)
-	}
 	nr := NodeResult{Node: name, Outcome: Written, Generation: d.Generation, Commit: c.String()}
 	if !t.commit.IsZero() {
 		nr.Previous = t.commit.String()
