@@ -48,6 +48,7 @@ import (
 
 	"filippo.io/age"
 	"github.com/google/renameio/v2"
+	"github.com/meshgen/meshgen/vaultd/internal/x25519"
 )
 
 // FileStore is a directory of encrypted records. It is not safe for
@@ -56,7 +57,12 @@ type FileStore struct {
 	dir      string
 	records  string
 	identity *age.X25519Identity
-	lock     *os.File
+	// recipient is identity's (computed once: it is a scalar
+	// multiplication); sealTo is the same recipient as vaultd's own X25519
+	// sealer, which wraps a file key with a fraction of age's curve work.
+	recipient *age.X25519Recipient
+	sealTo    age.Recipient
+	lock      *os.File
 
 	// mu guards the index, read from disk once by load: at is the group
 	// file (by sequence) holding each key's newest entry, live counts the
@@ -104,7 +110,11 @@ func Open(dir string) (*FileStore, error) {
 		s.Close()
 		return nil, err
 	}
-	s.identity = id
+	s.identity, s.recipient = id, id.Recipient()
+	if s.sealTo, err = x25519.Parse(s.recipient.String()); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("the vault's recipient: %w", err)
+	}
 	if err := s.removeTemporaries(); err != nil {
 		s.Close()
 		return nil, err
@@ -153,7 +163,7 @@ func loadOrMakeIdentity(path string, hasRecords func() bool) (*age.X25519Identit
 }
 
 // Recipient is the vault's own age recipient.
-func (s *FileStore) Recipient() *age.X25519Recipient { return s.identity.Recipient() }
+func (s *FileStore) Recipient() *age.X25519Recipient { return s.recipient }
 
 // Identity decrypts what was sealed to [FileStore.Recipient]. It never leaves
 // the vault's process.
@@ -334,7 +344,7 @@ func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
 	plain := encodeGroup(entries)
 	var buf bytes.Buffer
 	buf.Grow(len(plain) + 256)
-	w, err := age.Encrypt(&buf, s.identity.Recipient())
+	w, err := age.Encrypt(&buf, s.sealTo)
 	if err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
