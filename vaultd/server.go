@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -229,7 +230,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 	})
 	h("POST /v1/seal-batch", func(r *http.Request, e *entry) (any, error) {
 		var req client.SealBatchRequest
-		if err := decode(r, &req); err != nil {
+		if err := decodeSealBatch(r, &req); err != nil {
 			return nil, err
 		}
 		results, err := v.SealBatch(r.Context(), req.Requests)
@@ -439,7 +440,12 @@ func status(code string) int {
 // decode reads a JSON body strictly. Its errors name the field, never
 // quote the input.
 func decode(r *http.Request, into any) error {
-	dec := json.NewDecoder(r.Body)
+	return decodeFrom(r.Body, r.URL.Path, into)
+}
+
+// decodeFrom is decode of body, a request to path.
+func decodeFrom(body io.Reader, path string, into any) error {
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
 		var te *json.UnmarshalTypeError
@@ -452,7 +458,7 @@ func decode(r *http.Request, into any) error {
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return refuse(client.ErrBadRequest, "", "request has an %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
-		return refuse(client.ErrBadRequest, "", "request body is not the JSON %s expects", r.URL.Path)
+		return refuse(client.ErrBadRequest, "", "request body is not the JSON %s expects", path)
 	}
 	return nil
 }
