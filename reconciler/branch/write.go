@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/workers"
 )
 
 // Node is what one node's branch must hold.
@@ -163,13 +164,20 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 	}
 	opts = opts.withDefaults()
 	pending := make([]string, 0, len(nodes))
-	for name, n := range nodes {
-		if err := checkNode(name, n); err != nil {
-			return nil, err
-		}
+	for name := range nodes {
 		pending = append(pending, name)
 	}
 	sort.Strings(pending)
+	// Every node is checked before anything is written, on every
+	// processor (each sealed file's sha256 is checked); the first node
+	// refused, by name, is reported.
+	refused := make([]error, len(pending))
+	workers.Each(len(pending), 0, func(i int) { refused[i] = checkNode(pending[i], nodes[pending[i]]) })
+	for _, err := range refused {
+		if err != nil {
+			return nil, err
+		}
+	}
 
 	res := &Result{}
 	done := map[string]NodeResult{}
@@ -468,7 +476,9 @@ func checkNode(name string, n *Node) error {
 			return fmt.Errorf("node %s: resource %s names sealed file %s, which is not given", name, r.ID, sec.Sealed)
 		}
 		sum := sha256.Sum256(ct)
-		if hex.EncodeToString(sum[:]) != sec.SHA256 {
+		var sumHex [2 * sha256.Size]byte
+		hex.Encode(sumHex[:], sum[:])
+		if string(sumHex[:]) != sec.SHA256 {
 			return fmt.Errorf("node %s: resource %s: sealed file %s does not match its sha256", name, r.ID, sec.Sealed)
 		}
 		named[sec.Sealed] = true
