@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
@@ -54,17 +55,69 @@ type local struct {
 func (l *local) dir() string { return l.path }
 
 func (l *local) storage() *filesystem.Storage {
+	return l.storageOf(listingFS{osfs.New(l.path), l.path, nil})
+}
+
+func (l *local) storageOf(fsys listingFS) *filesystem.Storage {
 	// A fresh storage per snapshot: go-git caches the pack index list, and
 	// another writer may have added packs since. Pack files stay open for
 	// the storage's life: go-git otherwise opens one per object read.
-	return filesystem.NewStorageWithOptions(listingFS{osfs.New(l.path), l.path}, cache.NewObjectLRUDefault(),
+	return filesystem.NewStorageWithOptions(fsys, cache.NewObjectLRUDefault(),
 		filesystem.Options{KeepDescriptors: true})
 }
 
-// view opens a storage for one goroutine; close releases its open packs.
+// view opens a storage for one goroutine, to read objects and to look them
+// up; close releases its open packs. Its loose objects are those one
+// listing of objects/ finds now, rather than one lstat for every object
+// looked up (nearly every one is packed here): a loose object added later
+// is taken for absent, and written again, which costs space, never
+// correctness; every object a tip read before the view reaches is listed.
+// A view is never written to.
 func (l *local) view() (storer.EncodedObjectStorer, func()) {
-	s := l.storage()
+	loose, err := looseObjects(l.path)
+	if err != nil {
+		loose = nil // look each up on the file system instead
+	}
+	s := l.storageOf(listingFS{osfs.New(l.path), l.path, loose})
 	return s, func() { s.Close() }
+}
+
+// looseObjects returns the paths of the loose objects of the git directory
+// dir, "objects/<2 hex>/<38 hex>".
+func looseObjects(dir string) (map[string]bool, error) {
+	fans, err := readDirNames(filepath.Join(dir, "objects"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, fan := range fans {
+		if len(fan) != 2 {
+			continue
+		}
+		names, err := readDirNames(filepath.Join(dir, "objects", fan))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue // removed since (git prune-packed), or not a directory
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			if p := "objects/" + fan + "/" + name; isLooseObject(p) {
+				out[p] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// readDirNames lists a directory's names, unsorted.
+func readDirNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // listingFS lists a directory while other writers add and remove files in
@@ -75,6 +128,9 @@ func (l *local) view() (storer.EncodedObjectStorer, func()) {
 type listingFS struct {
 	billy.Filesystem
 	root string
+	// loose, when not nil, holds the loose objects there are (see
+	// [local.view]); the file system is not asked about any other.
+	loose map[string]bool
 }
 
 // Open reads a pack index whole: go-git decodes an index with one read
@@ -83,10 +139,15 @@ type listingFS struct {
 //
 // A loose object that is not there (go-git looks for every object loose
 // before it looks in the packs, and nearly every object is packed here) is
-// answered with one lstat, not go-billy's walk of every path component.
+// answered from the listing of loose objects, or else with one lstat, not
+// go-billy's walk of every path component.
 func (f listingFS) Open(name string) (billy.File, error) {
 	if isLooseObject(name) {
-		if _, err := os.Lstat(filepath.Join(f.root, filepath.FromSlash(name))); errors.Is(err, fs.ErrNotExist) {
+		if f.loose != nil {
+			if !f.loose[filepath.ToSlash(name)] {
+				return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+			}
+		} else if _, err := os.Lstat(filepath.Join(f.root, filepath.FromSlash(name))); errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 	}
@@ -345,7 +406,7 @@ func OpenGit(path string) (*git.Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo, err := git.Open(filesystem.NewStorage(listingFS{osfs.New(dir), dir}, cache.NewObjectLRUDefault()), nil)
+	repo, err := git.Open(filesystem.NewStorage(listingFS{osfs.New(dir), dir, nil}, cache.NewObjectLRUDefault()), nil)
 	if err != nil {
 		return nil, fmt.Errorf("open repository %s: %w", path, err)
 	}

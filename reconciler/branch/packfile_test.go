@@ -444,6 +444,39 @@ func TestMissingSeesLooseObjects(t *testing.T) {
 	}
 }
 
+// TestViewListsLooseObjectsOnce: a view lists the loose objects when it is
+// opened; one written later is taken for missing and packed again, which
+// git accepts (the object is then both loose and packed).
+func TestViewListsLooseObjectsOnce(t *testing.T) {
+	repo := bareRepo(t)
+	s, closeS := (&local{path: repo}).view()
+	defer closeS()
+	cmd := exec.Command("git", "hash-object", "-w", "--stdin")
+	cmd.Dir = repo
+	cmd.Stdin = strings.NewReader("late\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git hash-object: %v", err)
+	}
+	objs := newObjects()
+	late := objs.builder().blob([]byte("late\n"))
+	if late.String() != strings.TrimSpace(string(out)) {
+		t.Fatalf("blob hash %s, git says %s", late, out)
+	}
+	missing, err := objs.missing(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) != 1 || missing[0] != late {
+		t.Fatalf("missing %v, want the object written after the view was opened, %s", missing, late)
+	}
+	sum, err := writePackfile(repo, objs, missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPack(t, repo, sum, objs)
+}
+
 func TestIsLooseObject(t *testing.T) {
 	h := strings.Repeat("ab", 20)
 	for name, want := range map[string]bool{
