@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -220,7 +219,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
-		e.Names, e.Recipients = auditNames(req.Name), v.auditRecipients(slices.Concat(req.Appliers, req.Recipients))
+		e.Names, e.Recipients = auditNames(req.Name), v.auditRecipients(req.Appliers, req.Recipients)
 		resp, err := v.Seal(r.Context(), req)
 		if err != nil {
 			return nil, err
@@ -242,11 +241,12 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 		}
 		// One audit line per secret, as if each had been sealed alone.
 		resp := client.SealBatchResponse{Items: make([]client.SealBatchItem, len(results))}
+		e.items = make([]entry, 0, len(results))
 		for i, res := range results {
 			sr := req.Requests[i]
 			line := *e
 			line.items = nil
-			line.Names, line.Recipients = auditNames(sr.Name), v.auditRecipients(slices.Concat(sr.Appliers, sr.Recipients))
+			line.Names, line.Recipients = auditNames(sr.Name), v.auditRecipients(sr.Appliers, sr.Recipients)
 			if res.Err != nil {
 				body := errorBody(res.Err)
 				line.Outcome, line.Error, line.sync = body.Code, body.Error, true
@@ -467,7 +467,7 @@ func decodeFrom(body io.Reader, path string, into any) error {
 // names and recipients: anything else a caller sent is not written down (it
 // could be a value pasted in the wrong place).
 func auditNames(names ...string) []string {
-	var out []string
+	out := make([]string, 0, len(names))
 	for _, n := range names {
 		if validName(n) {
 			out = append(out, n)
@@ -478,17 +478,29 @@ func auditNames(names ...string) []string {
 	return out
 }
 
-func (v *Vault) auditRecipients(rs []string) []string {
-	var out []string
-	for _, r := range rs {
-		if r == "" {
-			continue
+func (v *Vault) auditRecipients(lists ...[]string) []string {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for _, rs := range lists {
+		for _, r := range rs {
+			if r == "" {
+				continue
+			}
+			if _, err := v.parsed.parse(r); err == nil {
+				out = append(out, r)
+			} else {
+				out = append(out, "(invalid recipient)")
+			}
 		}
-		if _, err := v.parsed.parse(r); err == nil {
-			out = append(out, r)
-		} else {
-			out = append(out, "(invalid recipient)")
-		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -308,7 +308,20 @@ type checkedSeal struct {
 	req               client.SealRequest
 	spec              client.Spec
 	appliers, readers []string
-	parsed            map[string]age.Recipient
+	// parsed holds the appliers' parsed recipients, then the readers'.
+	parsed []age.Recipient
+}
+
+// recipient returns r's parsed recipient (r is an applier or a reader:
+// both lists are sorted).
+func (c *checkedSeal) recipient(r string) age.Recipient {
+	if i, ok := slices.BinarySearch(c.appliers, r); ok {
+		return c.parsed[i]
+	}
+	if i, ok := slices.BinarySearch(c.readers, r); ok {
+		return c.parsed[len(c.appliers)+i]
+	}
+	return nil
 }
 
 func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
@@ -323,17 +336,14 @@ func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
 	if len(c.appliers)+len(c.readers) == 0 {
 		return nil, refuse(client.ErrBadRequest, "", "seal %q: no recipients", req.Name)
 	}
-	c.parsed = make(map[string]age.Recipient, len(c.appliers)+len(c.readers))
+	c.parsed = make([]age.Recipient, 0, len(c.appliers)+len(c.readers))
 	for _, list := range [][]string{c.appliers, c.readers} {
 		for _, r := range list {
-			if c.parsed[r] != nil {
-				continue
-			}
 			p, err := v.checkRecipient(r)
 			if err != nil {
 				return nil, fmt.Errorf("seal %q: %w", req.Name, err)
 			}
-			c.parsed[r] = p
+			c.parsed = append(c.parsed, p)
 		}
 	}
 	return c, nil
@@ -343,7 +353,7 @@ func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
 // write, nil when nothing changed. It writes nothing itself. The caller
 // holds the lock of c's name.
 func (v *Vault) sealLocked(c *checkedSeal) (_ *client.SealResponse, changed *record, err error) {
-	req, spec, appliers, readers, parsed := c.req, c.spec, c.appliers, c.readers, c.parsed
+	req, spec, appliers, readers := c.req, c.spec, c.appliers, c.readers
 	old := v.rec(req.Name)
 	r := old
 	dirty := false
@@ -422,7 +432,7 @@ func (v *Vault) sealLocked(c *checkedSeal) (_ *client.SealResponse, changed *rec
 				if item == client.ItemDerived {
 					plain = []byte(val.Derived)
 				}
-				if ct, err = seal(parsed[d.Recipient], plain); err != nil {
+				if ct, err = seal(c.recipient(d.Recipient), plain); err != nil {
 					return nil, nil, fmt.Errorf("seal %q to %s: %w", r.Name, d.Recipient, err)
 				}
 				r.Sealed[key] = ct
