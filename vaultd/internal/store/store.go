@@ -29,6 +29,7 @@
 package store
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -204,19 +205,39 @@ func parseGroupName(name string) (uint64, bool) {
 const groupMagic = "meshgen-vault-records/v1\n"
 
 func encodeGroup(entries []Entry) []byte {
+	var b bytes.Buffer
+	b.Grow(groupSize(entries))
+	writeGroupTo(&b, entries) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+// groupSize is at least the length of entries' group.
+func groupSize(entries []Entry) int {
 	n := len(groupMagic)
 	for _, e := range entries {
 		n += 2*binary.MaxVarintLen64 + len(e.Key) + len(e.Data)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, groupMagic...)
-	for _, e := range entries {
-		b = binary.AppendUvarint(b, uint64(len(e.Key)))
-		b = append(b, e.Key...)
-		b = binary.AppendUvarint(b, uint64(len(e.Data)))
-		b = append(b, e.Data...)
+	return n
+}
+
+// writeGroupTo writes the plaintext of entries' group to w.
+func writeGroupTo(w io.Writer, entries []Entry) error {
+	if _, err := io.WriteString(w, groupMagic); err != nil {
+		return err
 	}
-	return b
+	// An entry's lengths and key go in one write, from one buffer.
+	var head []byte
+	for _, e := range entries {
+		head = binary.AppendUvarint(head[:0], uint64(len(e.Key)))
+		head = binary.AppendUvarint(append(head, e.Key...), uint64(len(e.Data)))
+		if _, err := w.Write(head); err != nil {
+			return err
+		}
+		if _, err := w.Write(e.Data); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func decodeGroup(b []byte) ([]Entry, error) {
@@ -339,22 +360,37 @@ func (s *FileStore) Write(entries []Entry) error {
 }
 
 // writeGroup writes entries as the group file of sequence seq, replacing
-// it if it exists, atomically and durably.
+// it if it exists, atomically and durably. The group is encrypted as it is
+// encoded, straight into the temporary file: no copy of it is held in
+// memory, plain or sealed (a first reconcile's groups are tens of
+// megabytes).
 func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
-	plain := encodeGroup(entries)
-	var buf bytes.Buffer
-	buf.Grow(len(plain) + 256)
-	w, err := age.Encrypt(&buf, s.sealTo)
+	path := filepath.Join(s.records, groupName(seq))
+	f, err := renameio.NewPendingFile(path, renameio.WithPermissions(0o600), renameio.WithExistingPermissions(), renameio.WithTempDir(s.records))
+	if err != nil {
+		return err
+	}
+	defer f.Cleanup()
+	// age writes its header in small pieces, then 64 KiB chunks, which
+	// pass the buffer by.
+	bw := bufio.NewWriterSize(f, 4096)
+	w, err := age.Encrypt(bw, s.sealTo)
 	if err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
-	if _, err := w.Write(plain); err != nil {
+	if err := writeGroupTo(w, entries); err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
-	return writeFile(filepath.Join(s.records, groupName(seq)), buf.Bytes())
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if err := f.CloseAtomicallyReplace(); err != nil {
+		return err
+	}
+	return syncDir(s.records)
 }
 
 // compact drops the superseded entries of group file seq: it removes the
