@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -280,18 +281,21 @@ type planned struct {
 
 // planAll plans every pending node, on as many goroutines as there are
 // processors, each with its own view of the repository (go-git's storage is
-// not safe for concurrent use).
+// not safe for concurrent use) and its own builder. Each takes the next node
+// not yet taken, so that one slowed down (by the collector, or a neighbour
+// on the machine) leaves the rest to the others.
 func planAll(open func() (storer.EncodedObjectStorer, func()), objs *objects, pending []string, nodes map[string]*Node, tips map[string]plumbing.Hash, opts WriteOptions) ([]planned, error) {
 	out := make([]planned, len(pending))
-	workers := min(runtime.GOMAXPROCS(0), 1+len(pending)/64)
-	errs := make([]error, workers)
+	procs := min(runtime.GOMAXPROCS(0), 1+len(pending)/64)
+	errs := make([]error, procs)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := range workers {
+	for w := range procs {
 		wg.Go(func() {
 			s, closeS := open()
 			defer closeS()
 			b := objs.builder()
-			for i := w; i < len(pending); i += workers {
+			for i := int(next.Add(1) - 1); i < len(pending); i = int(next.Add(1) - 1) {
 				name := pending[i]
 				nr, up, err := plan(s, b, name, nodes[name], tips[Ref(name)], opts)
 				if err != nil {
@@ -344,11 +348,11 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 			// generation and source? Its canonical bytes say.
 			same := d
 			same.Generation, same.Source = t.generation, t.source
-			b, err := declaration.Marshal(&same)
+			canon, err := declaration.Marshal(&same)
 			if err != nil {
 				return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 			}
-			if blobHash(b) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
+			if b.hash(plumbing.BlobObject, canon) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
 				return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 			}
 		}
