@@ -33,6 +33,29 @@ func marshalRecord(b []byte, r *record) ([]byte, error) {
 	return append(b, data...), nil
 }
 
+// sizeHint is about the length of r's JSON, usually a little more, for
+// the records seals make: the fields' text and base64, and room for the
+// keys and punctuation.
+func (r *record) sizeHint() int {
+	// The keys, the spec and the idle rotation state, at their longest,
+	// then each value's keys and time.
+	n := 320 + len(r.Name) + len(r.Spec.NotRotatable)
+	for _, v := range r.Values {
+		if v != nil {
+			n += 112 + base64.StdEncoding.EncodedLen(len(v.Value)) + len(v.Derived)
+		}
+	}
+	for k, ct := range r.Sealed {
+		n += 8 + len(k) + base64.StdEncoding.EncodedLen(len(ct))
+	}
+	for _, l := range [][]string{r.Appliers, r.Readers} {
+		for _, x := range l {
+			n += 3 + len(x)
+		}
+	}
+	return n
+}
+
 // appendRecord appends r as json.Marshal writes it, or reports false
 // (and b's contents past len(b) are garbage) when r holds something it
 // leaves to json.Marshal.

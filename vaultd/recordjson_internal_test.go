@@ -132,6 +132,9 @@ func TestSealedRecordsTakeTheFastPath(t *testing.T) {
 		if !ok {
 			t.Fatalf("a new record of spec %+v is left to json.Marshal", spec)
 		}
+		if hint := r.sizeHint(); hint < len(got) || hint > len(got)+256 {
+			t.Errorf("a record of %d bytes is estimated at %d", len(got), hint)
+		}
 		want, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

@@ -226,12 +226,16 @@ func (v *Vault) put(r *record) error {
 func (v *Vault) putAll(rs []*record) error {
 	entries := make([]store.Entry, len(rs))
 	// The records are encoded one after the other into one buffer, each
-	// entry a slice of it: one allocation for the batch (a seal's record
-	// is about a kilobyte; a larger one grows the buffer, leaving the
-	// earlier entries where they were).
-	buf := make([]byte, 0, len(rs)*1024)
-	for i, r := range rs {
+	// entry a slice of it: one allocation for the batch (should a record
+	// outgrow its estimate, the buffer grows, leaving the earlier entries
+	// where they were).
+	size := 0
+	for _, r := range rs {
 		r.prune()
+		size += r.sizeHint()
+	}
+	buf := make([]byte, 0, size)
+	for i, r := range rs {
 		start := len(buf)
 		var err error
 		if buf, err = marshalRecord(buf, r); err != nil {
