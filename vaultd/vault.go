@@ -51,6 +51,7 @@ import (
 
 	"filippo.io/age"
 	"github.com/meshgen/meshgen/vaultd/client"
+	"github.com/meshgen/meshgen/vaultd/internal/agefile"
 	"github.com/meshgen/meshgen/vaultd/internal/rotation"
 	"github.com/meshgen/meshgen/vaultd/internal/store"
 	"github.com/meshgen/meshgen/vaultd/internal/x25519"
@@ -436,7 +437,9 @@ func (v *Vault) sealLocked(c *checkedSeal, old *record) (_ *client.SealResponse,
 				if item == client.ItemDerived {
 					plain = []byte(val.Derived)
 				}
-				if ct, err = seal(c.recipient(d.Recipient), plain); err != nil {
+				// agefile.Seal writes what age.Encrypt would, without its
+				// streaming writer's allocations.
+				if ct, err = agefile.Seal(c.recipient(d.Recipient), plain); err != nil {
 					return nil, nil, fmt.Errorf("seal %q to %s: %w", r.Name, d.Recipient, err)
 				}
 				r.Sealed[key] = ct

@@ -29,7 +29,6 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
@@ -49,6 +48,7 @@ import (
 
 	"filippo.io/age"
 	"github.com/google/renameio/v2"
+	"github.com/meshgen/meshgen/vaultd/internal/agefile"
 	"github.com/meshgen/meshgen/vaultd/internal/x25519"
 )
 
@@ -371,10 +371,9 @@ func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
 		return err
 	}
 	defer f.Cleanup()
-	// age writes its header in small pieces, then 64 KiB chunks, which
-	// pass the buffer by.
-	bw := bufio.NewWriterSize(f, 4096)
-	w, err := age.Encrypt(bw, s.sealTo)
+	// An age file (agefile writes what age.Encrypt would), its header and
+	// then each 64 KiB chunk in one write, from one chunk buffer.
+	w, err := agefile.NewWriter(f, s.sealTo)
 	if err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
@@ -383,9 +382,6 @@ func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("encrypt: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return err
 	}
 	if err := f.CloseAtomicallyReplace(); err != nil {
 		return err

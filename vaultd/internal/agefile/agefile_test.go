@@ -1,4 +1,4 @@
-package vaultd
+package agefile
 
 import (
 	"bytes"
@@ -29,11 +29,12 @@ func (f fixedRecipient) Wrap(fileKey []byte) ([]*age.Stanza, error) {
 	return out, nil
 }
 
-// TestSealIsAgeEncrypt: seal writes, byte for byte, what age.Encrypt
-// writes given the same randomness, for the recipients vaultd seals to
-// (its own X25519 and age's), for stanzas of every shape, and for values
-// of every size around age's 64 KiB chunks; and age decrypts it.
-func TestSealIsAgeEncrypt(t *testing.T) {
+// TestSealAndWriterAreAgeEncrypt: Seal, and a Writer written in pieces of
+// every size, write byte for byte what age.Encrypt writes given the same
+// randomness, for the recipients vaultd seals to (its own X25519 and
+// age's), for stanzas of every shape, and for plaintexts of every size
+// around age's 64 KiB chunks; and age decrypts them.
+func TestSealAndWriterAreAgeEncrypt(t *testing.T) {
 	id, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func TestSealIsAgeEncrypt(t *testing.T) {
 			{Type: "five"},
 		}}, nil},
 	}
-	sizes := []int{0, 1, 31, 32, 100, payloadChunk - 1, payloadChunk, payloadChunk + 1, 2 * payloadChunk, 3*payloadChunk + 5}
+	sizes := []int{0, 1, 31, 32, 100, ChunkSize - 1, ChunkSize, ChunkSize + 1, 2 * ChunkSize, 3*ChunkSize + 5}
 	for _, rc := range recipients {
 		for _, size := range sizes {
 			t.Run(fmt.Sprintf("%s/%d bytes", rc.name, size), func(t *testing.T) {
@@ -77,15 +78,40 @@ func TestSealIsAgeEncrypt(t *testing.T) {
 					t.Fatal(err)
 				}
 				cryptotest.SetGlobalRandom(t, seed)
-				got, err := seal(rc.r, plain)
+				got, err := Seal(rc.r, plain)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, want.Bytes()) {
-					t.Fatalf("seal wrote %d bytes unlike age.Encrypt's %d:\n%q\nage:\n%q", len(got), want.Len(), got[:min(len(got), 400)], want.Bytes()[:min(want.Len(), 400)])
+					t.Fatalf("Seal wrote %d bytes unlike age.Encrypt's %d:\n%q\nage:\n%q", len(got), want.Len(), got[:min(len(got), 400)], want.Bytes()[:min(want.Len(), 400)])
 				}
 				if cap(got) != len(got) {
-					t.Errorf("seal's buffer was sized %d for %d bytes", cap(got), len(got))
+					t.Errorf("Seal's buffer was sized %d for %d bytes", cap(got), len(got))
+				}
+				for _, piece := range []int{1, 7, 1000, ChunkSize - 1, ChunkSize, ChunkSize + 1, 3 * ChunkSize} {
+					cryptotest.SetGlobalRandom(t, seed)
+					var out countingWriter
+					w, err := NewWriter(&out, rc.r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for rest := plain; len(rest) > 0; rest = rest[min(piece, len(rest)):] {
+						if n, err := w.Write(rest[:min(piece, len(rest))]); err != nil || n != min(piece, len(rest)) {
+							t.Fatalf("Write: %d, %v", n, err)
+						}
+					}
+					if err := w.Close(); err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(out.Bytes(), want.Bytes()) {
+						t.Fatalf("a Writer written %d bytes at a time wrote %d bytes unlike age.Encrypt's %d", piece, out.Len(), want.Len())
+					}
+					if chunks := max(1, (size+ChunkSize-1)/ChunkSize); out.writes != 1+chunks {
+						t.Errorf("a Writer wrote %d bytes in %d writes, not the header and %d chunks", size, out.writes, chunks)
+					}
+					if _, err := w.Write([]byte("x")); err == nil {
+						t.Error("a closed Writer took a write")
+					}
 				}
 				if rc.id == nil {
 					return
@@ -106,8 +132,19 @@ func TestSealIsAgeEncrypt(t *testing.T) {
 	}
 }
 
+// countingWriter counts the writes it holds.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes++
+	return c.Buffer.Write(p)
+}
+
 // TestSealRefusesBadStanzas: a stanza age would not write is refused, as
-// age.Encrypt refuses it.
+// age.Encrypt refuses it, by Seal and NewWriter.
 func TestSealRefusesBadStanzas(t *testing.T) {
 	for _, s := range []*age.Stanza{
 		{Type: ""},
@@ -120,8 +157,11 @@ func TestSealRefusesBadStanzas(t *testing.T) {
 		if _, err := age.Encrypt(io.Discard, r); err == nil {
 			t.Fatalf("age.Encrypt took stanza %q %q", s.Type, s.Args)
 		}
-		if _, err := seal(r, []byte("v")); err == nil {
-			t.Errorf("seal took stanza %q %q", s.Type, s.Args)
+		if _, err := Seal(r, []byte("v")); err == nil {
+			t.Errorf("Seal took stanza %q %q", s.Type, s.Args)
+		}
+		if _, err := NewWriter(io.Discard, r); err == nil {
+			t.Errorf("NewWriter took stanza %q %q", s.Type, s.Args)
 		}
 	}
 }
