@@ -142,3 +142,65 @@ func FuzzContentDigest(f *testing.F) {
 		}
 	})
 }
+
+// TestSecretsOfTheTipCompared: a tip whose commit states the same content
+// digest, but whose secrets/ does not hold exactly the sealed files given (a
+// file gone, another's bytes, one more), is written again, with them.
+func TestSecretsOfTheTipCompared(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		secret func(entries []string) []string // edits `git ls-tree` lines of secrets/
+	}{
+		{"a sealed file gone", func(e []string) []string { return e[1:] }},
+		{"another's bytes", func(e []string) []string {
+			e[0] = strings.Replace(e[0], e[0][12:52], e[1][12:52], 1)
+			return e
+		}},
+		{"one more", func(e []string) []string {
+			return append(e, strings.Replace(e[0], "web-s0.age", "web-s9.age", 1))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			repo := bareRepo(t)
+			signer, _ := testSigner(t)
+			r, err := OpenLocal(repo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+			if _, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 2)}, opts); err != nil {
+				t.Fatal(err)
+			}
+			tip := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1"))
+			wantSecrets := gitRun(t, repo, "ls-tree", tip+":"+SecretsDir)
+			// The same commit, message and all, over an edited secrets/.
+			entries := strings.Split(strings.TrimSpace(wantSecrets), "\n")
+			sub, err := gitIn(repo, strings.Join(tc.secret(entries), "\n")+"\n", "mktree")
+			if err != nil {
+				t.Fatalf("git mktree: %v\n%s", err, sub)
+			}
+			root := regexp.MustCompile(`(?m)^(040000 tree )[0-9a-f]{40}(\t`+SecretsDir+`)$`).
+				ReplaceAllString(gitRun(t, repo, "ls-tree", tip), "${1}"+strings.TrimSpace(sub)+"${2}")
+			tree, err := gitIn(repo, root, "mktree")
+			if err != nil {
+				t.Fatalf("git mktree: %v\n%s", err, tree)
+			}
+			msg := gitRun(t, repo, "log", "-1", "--format=%B", tip)
+			edited := strings.TrimSpace(gitRun(t, repo, "commit-tree", strings.TrimSpace(tree), "-m", msg))
+			gitRun(t, repo, "update-ref", "refs/heads/node/n1", edited, tip)
+
+			res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 2)}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(res)["n1"]; got != Written {
+				t.Fatalf("the branch's sealed files differ: %s, want written", got)
+			}
+			now := strings.TrimSpace(gitRun(t, repo, "rev-parse", "node/n1"))
+			if got := gitRun(t, repo, "ls-tree", now+":"+SecretsDir); got != wantSecrets {
+				t.Fatalf("secrets/ after the write:\n%s\nwant:\n%s", got, wantSecrets)
+			}
+		})
+	}
+}

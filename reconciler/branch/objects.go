@@ -87,9 +87,11 @@ type builder struct {
 	// commits) back to back, so that many small objects share one
 	// allocation; each keeps a slice of it, capped at its own length.
 	chunk []byte
-	// scratch holds an object's header, or a tree's or a commit's bytes
-	// while they are encoded; entries a tree's entries while they are
-	// collected; secrets plan's hashes of a node's sealed files.
+	// hdr holds an object's header while it is hashed, then its hash;
+	// scratch a tree's or a commit's bytes while they are encoded; entries
+	// a tree's entries while they are collected; secrets plan's hashes of a
+	// node's sealed files.
+	hdr     [32]byte // "commit " and 20 digits at most, and a NUL
 	scratch []byte
 	entries []treeEntry
 	secrets map[string]plumbing.Hash
@@ -108,16 +110,15 @@ func (o *objects) builder() *builder {
 // hash returns the hash git gives content as an object of type typ: the
 // SHA-1 of "<type> <size>\x00" and the content.
 func (b *builder) hash(typ plumbing.ObjectType, content []byte) plumbing.Hash {
-	hdr := append(b.scratch[:0], typ.String()...)
+	hdr := append(b.hdr[:0], typ.String()...)
 	hdr = append(hdr, ' ')
 	hdr = strconv.AppendInt(hdr, int64(len(content)), 10)
 	hdr = append(hdr, 0)
-	b.scratch = hdr
 	b.sha.Reset()
 	b.sha.Write(hdr)
 	b.sha.Write(content)
 	var h plumbing.Hash
-	copy(h[:], b.sha.Sum(hdr[:0])) // hdr's room, not a new slice
+	copy(h[:], b.sha.Sum(b.hdr[:0])) // into hdr's room, not a new slice
 	return h
 }
 
@@ -190,6 +191,13 @@ func (e treeEntry) at(i int) int {
 
 // tree keeps a tree of entries, which it sorts as git sorts them.
 func (b *builder) tree(entries []treeEntry) plumbing.Hash {
+	data := b.keep(b.encodeTree(entries))
+	return b.put(b.hash(plumbing.TreeObject, data), plumbing.TreeObject, data)
+}
+
+// encodeTree sorts entries as git sorts them and returns the tree holding
+// them, encoded in the builder's scratch.
+func (b *builder) encodeTree(entries []treeEntry) []byte {
 	slices.SortFunc(entries, compareEntries)
 	buf := b.scratch[:0]
 	for _, e := range entries {
@@ -200,8 +208,23 @@ func (b *builder) tree(entries []treeEntry) plumbing.Hash {
 		buf = append(buf, e.hash[:]...)
 	}
 	b.scratch = buf
-	data := b.keep(buf)
-	return b.put(b.hash(plumbing.TreeObject, data), plumbing.TreeObject, data)
+	return buf
+}
+
+// secretsTree returns the hash of the tree secrets/ holding sealed files
+// whose blob hashes, by path ("secrets/<id>.age"), are hashes, as nodeTree
+// makes it, without keeping it; zero for no sealed files, as a node's tree
+// then holds no secrets/.
+func (b *builder) secretsTree(hashes map[string]plumbing.Hash) plumbing.Hash {
+	if len(hashes) == 0 {
+		return plumbing.ZeroHash
+	}
+	entries := b.entries[:0]
+	for p, h := range hashes {
+		entries = append(entries, treeEntry{name: strings.TrimPrefix(p, SecretsDir+"/"), mode: filemode.Regular, hash: h})
+	}
+	b.entries = entries
+	return b.hash(plumbing.TreeObject, b.encodeTree(entries))
 }
 
 // commitInfo is what a commit says besides its tree.

@@ -17,10 +17,12 @@ type tip struct {
 	commit     plumbing.Hash // zero when the branch does not exist
 	generation uint64
 	source     string
-	decl       plumbing.Hash            // blob hash of declaration.json
-	content    string                   // the commit's content digest, if it states one
-	removed    bool                     // the commit says the node was removed from the mesh
-	secrets    map[string]plumbing.Hash // "secrets/<id>.age" → blob hash
+	decl       plumbing.Hash // blob hash of declaration.json
+	content    string        // the commit's content digest, if it states one
+	removed    bool          // the commit says the node was removed from the mesh
+	// secrets is the hash of the tree secrets/ (zero: there is none),
+	// which says which sealed files the branch holds without reading it.
+	secrets plumbing.Hash
 }
 
 // readTip reads the declaration's generation and source and the files'
@@ -44,14 +46,7 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 		case e.Name == DeclarationFile:
 			t.decl = e.Hash
 		case e.Name == SecretsDir && !e.Mode.IsFile():
-			sub, err := object.GetTree(s, e.Hash)
-			if err != nil {
-				return nil, fmt.Errorf("read branch node/%s at %s: secrets: %w", node, h, err)
-			}
-			t.secrets = make(map[string]plumbing.Hash, len(sub.Entries))
-			for _, se := range sub.Entries {
-				t.secrets[SecretsDir+"/"+se.Name] = se.Hash
-			}
+			t.secrets = e.Hash
 		}
 	}
 	if t.decl.IsZero() {
@@ -79,19 +74,6 @@ func readTip(s storer.EncodedObjectStorer, node string, h plumbing.Hash) (*tip, 
 	}
 	t.generation, t.source = head.Generation, head.Source
 	return t, nil
-}
-
-// sameSecrets reports whether the branch holds exactly these sealed files.
-func (t *tip) sameSecrets(want map[string]plumbing.Hash) bool {
-	if len(t.secrets) != len(want) {
-		return false
-	}
-	for p, h := range want {
-		if t.secrets[p] != h {
-			return false
-		}
-	}
-	return true
 }
 
 // newerSource reports whether the branch's source commit is a strict

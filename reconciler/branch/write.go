@@ -336,7 +336,10 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
-	if !t.commit.IsZero() && t.content != "" && t.content == content && t.sameSecrets(secrets) && t.removed == n.Removed {
+	// The branch holds the same sealed files when its tree secrets/ is the
+	// one they make.
+	sameSecrets := !t.commit.IsZero() && t.secrets == b.secretsTree(secrets)
+	if !t.commit.IsZero() && t.content != "" && t.content == content && sameSecrets && t.removed == n.Removed {
 		// The writer's own commit states its content's digest: equal
 		// digests are equal declarations.
 		return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
@@ -352,7 +355,7 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 			if err != nil {
 				return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 			}
-			if b.hash(plumbing.BlobObject, canon) == t.decl && t.sameSecrets(secrets) && t.removed == n.Removed {
+			if b.hash(plumbing.BlobObject, canon) == t.decl && sameSecrets && t.removed == n.Removed {
 				return NodeResult{Node: name, Outcome: Unchanged, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 			}
 		}
