@@ -22,8 +22,16 @@ import (
 // goes to decode's encoding/json as it came, so what is accepted, what is
 // refused and every error message are encoding/json's. The fuzz test
 // holds the parser to encoding/json on arbitrary bodies.
-func decodeSealBatch(r *http.Request, req *client.SealBatchRequest) error {
-	data, err := readBody(r.Body, r.ContentLength)
+//
+// The body's buffer comes from bodies and goes back there: both readers
+// copy what they keep out of it.
+func decodeSealBatch(r *http.Request, req *client.SealBatchRequest, bodies *bufPool) error {
+	size := 512
+	if r.ContentLength > 0 {
+		size = int(min(r.ContentLength, maxBody)) + 1 // + 1: the read that sees EOF
+	}
+	data, err := readBody(r.Body, bodies.get(size))
+	defer func() { bodies.put(data) }()
 	if err == nil {
 		if reqs, ok := parseSealBatch(data); ok {
 			req.Requests = reqs
@@ -39,14 +47,11 @@ func decodeSealBatch(r *http.Request, req *client.SealBatchRequest) error {
 	return decodeFrom(body, r.URL.Path, req)
 }
 
-// readBody reads r to its end or its first error, sized by the request's
-// Content-Length when it gives one (no more than maxBody).
-func readBody(r io.Reader, length int64) ([]byte, error) {
-	size := 512
-	if length > 0 {
-		size = int(min(length, maxBody)) + 1 // + 1: the read that sees EOF
+// readBody appends r to b, to r's end or its first error.
+func readBody(r io.Reader, b []byte) ([]byte, error) {
+	if cap(b) == len(b) {
+		b = append(b, 0)[:len(b)]
 	}
-	b := make([]byte, 0, size)
 	for {
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

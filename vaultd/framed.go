@@ -14,8 +14,10 @@ import (
 // [client.SealBatchFramed].
 type framedBatch client.SealBatchResponse
 
-// write writes the answer as [client.SealBatchFramed].
-func (f framedBatch) write(w http.ResponseWriter) error {
+// write writes the answer as [client.SealBatchFramed], encoded in a
+// buffer from answers (it holds no value: names, recipients and
+// ciphertexts) that goes back there.
+func (f framedBatch) write(w http.ResponseWriter, answers *bufPool) error {
 	r := client.SealBatchResponse(f)
 	// Room for the whole answer, so it is not copied as it grows.
 	size := 16
@@ -27,7 +29,8 @@ func (f framedBatch) write(w http.ResponseWriter) error {
 			}
 		}
 	}
-	b, err := client.AppendSealBatchFramed(make([]byte, 0, size), &r)
+	b, err := client.AppendSealBatchFramed(answers.get(size), &r)
+	defer func() { answers.put(b) }()
 	if err != nil {
 		// Nothing is written yet: the caller is told, as of any failure.
 		w.Header().Set("Content-Type", "application/json")

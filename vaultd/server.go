@@ -229,7 +229,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 	})
 	h("POST /v1/seal-batch", func(r *http.Request, e *entry) (any, error) {
 		var req client.SealBatchRequest
-		if err := decodeSealBatch(r, &req); err != nil {
+		if err := decodeSealBatch(r, &req, &v.bodies); err != nil {
 			return nil, err
 		}
 		results, err := v.SealBatch(r.Context(), req.Requests)
@@ -390,7 +390,7 @@ func (v *Vault) serve(w http.ResponseWriter, r *http.Request, opts ServeOptions,
 	}
 	if fb, ok := out.(framedBatch); ok {
 		w.Header().Set("Content-Type", client.SealBatchFramed)
-		if err := fb.write(w); err != nil {
+		if err := fb.write(w, &v.answers); err != nil {
 			opts.Log.Warn("write response", "op", e.Op, "err", err)
 		}
 		return

@@ -85,6 +85,10 @@ type Vault struct {
 	recs  map[string]*record
 	names map[string]*sync.Mutex
 
+	// bodies, answers and records are the buffers of the seal batch
+	// route: request bodies, framed answers, encoded records.
+	bodies, answers, records bufPool
+
 	// parsed remembers recipients already parsed (a recipient string
 	// always parses to the same key): a reconcile names each node's
 	// recipient in thousands of seal requests.
@@ -235,7 +239,10 @@ func (v *Vault) putAll(rs []*record) error {
 		r.prune()
 		size += r.sizeHint()
 	}
-	buf := make([]byte, 0, size)
+	buf := v.records.get(size)
+	// The records hold values: their buffer is cleared before it is
+	// reused. The store keeps nothing of entries once Write returned.
+	defer func() { v.records.clearAndPut(buf) }()
 	for i, r := range rs {
 		start := len(buf)
 		var err error

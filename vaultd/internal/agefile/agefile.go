@@ -33,7 +33,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"sync"
 
 	"filippo.io/age"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -55,13 +54,9 @@ var b64 = base64.RawStdEncoding
 // Seal encrypts plain to r, in one buffer sized up front.
 func Seal(r age.Recipient, plain []byte) ([]byte, error) {
 	// The file key and the chunk counter go to interfaces (Wrap, the
-	// AEAD), so they would be allocated on the heap each time: they come
-	// from a pool, and the file key is cleared before it goes back.
-	sc := scratchPool.Get().(*scratch)
-	defer func() {
-		*sc = scratch{}
-		scratchPool.Put(sc)
-	}()
+	// AEAD), so they are on the heap: in one allocation.
+	sc := new(scratch)
+	defer clear(sc.fileKey[:])
 	rand.Read(sc.fileKey[:])
 	stanzas, err := r.Wrap(sc.fileKey[:])
 	if err != nil {
@@ -95,8 +90,6 @@ type scratch struct {
 	fileKey [fileKeySize]byte
 	counter [chacha20poly1305.NonceSize]byte
 }
-
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // Writer encrypts what is written to it into an age file; [NewWriter]
 // makes one.
