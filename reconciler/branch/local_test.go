@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -383,4 +385,87 @@ func TestRacingWritersInProcesses(t *testing.T) {
 		checkChain(t, repo, n, written[n])
 	}
 	gitRun(t, repo, "fsck", "--strict")
+}
+
+// TestWriteManyNodes writes enough nodes that they are planned on several
+// goroutines, each with its own builder, and reads every file back with git;
+// a second write of the same nodes writes nothing, and a third, with every
+// third node changed, writes exactly those.
+func TestWriteManyNodes(t *testing.T) {
+	ctx := context.Background()
+	repo := bareRepo(t)
+	signer, _ := testSigner(t)
+	r, err := OpenLocal(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]*Node{}
+	for i := range 300 {
+		name := fmt.Sprintf("n%03d", i)
+		nodes[name] = testNode(name, "a", i%4)
+	}
+	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+	res, err := r.Write(ctx, nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed()) != len(nodes) {
+		t.Fatalf("first write changed %d of %d nodes", len(res.Changed()), len(nodes))
+	}
+	gitRun(t, repo, "fsck", "--strict", "--no-dangling")
+	var in strings.Builder
+	var want []string
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		d := *nodes[name].Declaration
+		d.Generation, d.Source = 1, opts.Source
+		body, err := declaration.Marshal(&d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.WriteString("node/" + name + ":" + DeclarationFile + "\n")
+		want = append(want, string(body))
+		for _, p := range slices.Sorted(maps.Keys(nodes[name].Secrets)) {
+			in.WriteString("node/" + name + ":" + p + "\n")
+			want = append(want, string(nodes[name].Secrets[p]))
+		}
+	}
+	out, err := gitIn(repo, in.String(), "cat-file", "--batch")
+	if err != nil {
+		t.Fatalf("git cat-file --batch: %v", err)
+	}
+	for i, w := range want {
+		header, rest, _ := strings.Cut(out, "\n")
+		f := strings.Fields(header)
+		if len(f) != 3 {
+			t.Fatalf("git cat-file --batch: %q", header)
+		}
+		size, _ := strconv.Atoi(f[2])
+		if got := rest[:size]; got != w {
+			t.Fatalf("file %d read back as %q, want %q", i, got, w)
+		}
+		out = rest[size+1:]
+	}
+
+	res, err = r.Write(ctx, nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Changed()) != 0 || res.Objects != 0 {
+		t.Fatalf("unchanged write changed %d nodes, wrote %d objects", len(res.Changed()), res.Objects)
+	}
+	var changed []string
+	for i, name := range slices.Sorted(maps.Keys(nodes)) {
+		if i%3 == 0 {
+			nodes[name] = testNode(name, "b", i%4)
+			changed = append(changed, name)
+		}
+	}
+	res, err = r.Write(ctx, nodes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Changed(); !slices.Equal(got, changed) {
+		t.Fatalf("changed %d nodes, want the %d given", len(got), len(changed))
+	}
+	gitRun(t, repo, "fsck", "--strict", "--no-dangling")
 }
