@@ -33,6 +33,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"slices"
 
 	"filippo.io/age"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -106,8 +107,9 @@ type Writer struct {
 // to dst, and returns the Writer of its payload: what is written to it is
 // sealed in chunks of [ChunkSize], each written to dst in one Write once
 // it is full and more follows. Close writes the last chunk; it does not
-// close dst.
-func NewWriter(dst io.Writer, r age.Recipient) (*Writer, error) {
+// close dst. size is about how much will be written (more or less may
+// be): the chunk buffer is sized for it, and grows if it must.
+func NewWriter(dst io.Writer, r age.Recipient, size int) (*Writer, error) {
 	var fileKey [fileKeySize]byte
 	defer clear(fileKey[:])
 	rand.Read(fileKey[:])
@@ -129,7 +131,7 @@ func NewWriter(dst io.Writer, r age.Recipient) (*Writer, error) {
 	if _, err := dst.Write(hdr); err != nil {
 		return nil, err
 	}
-	return &Writer{dst: dst, aead: aead, buf: make([]byte, 0, ChunkSize+chacha20poly1305.Overhead)}, nil
+	return &Writer{dst: dst, aead: aead, buf: make([]byte, 0, min(max(size, 0), ChunkSize)+chacha20poly1305.Overhead)}, nil
 }
 
 // Write seals p into the payload.
@@ -146,6 +148,10 @@ func (w *Writer) Write(p []byte) (int, error) {
 			}
 		}
 		n := min(len(p), ChunkSize-len(w.buf))
+		// Room for the chunk and its tag, sealed in place.
+		if need := len(w.buf) + n + chacha20poly1305.Overhead; need > cap(w.buf) {
+			w.buf = slices.Grow(w.buf, min(max(need, 2*cap(w.buf)), ChunkSize+chacha20poly1305.Overhead)-len(w.buf))
+		}
 		w.buf = append(w.buf, p[:n]...)
 		p = p[n:]
 	}

@@ -88,10 +88,11 @@ func TestSealAndWriterAreAgeEncrypt(t *testing.T) {
 				if cap(got) != len(got) {
 					t.Errorf("Seal's buffer was sized %d for %d bytes", cap(got), len(got))
 				}
-				for _, piece := range []int{1, 7, 1000, ChunkSize - 1, ChunkSize, ChunkSize + 1, 3 * ChunkSize} {
+				for i, piece := range []int{1, 7, 1000, ChunkSize - 1, ChunkSize, ChunkSize + 1, 3 * ChunkSize} {
 					cryptotest.SetGlobalRandom(t, seed)
 					var out countingWriter
-					w, err := NewWriter(&out, rc.r)
+					// The size hint is right, too small or too large.
+					w, err := NewWriter(&out, rc.r, []int{size, 0, size / 3, 2*size + 100}[i%4])
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -160,7 +161,7 @@ func TestSealRefusesBadStanzas(t *testing.T) {
 		if _, err := Seal(r, []byte("v")); err == nil {
 			t.Errorf("Seal took stanza %q %q", s.Type, s.Args)
 		}
-		if _, err := NewWriter(io.Discard, r); err == nil {
+		if _, err := NewWriter(io.Discard, r, 1); err == nil {
 			t.Errorf("NewWriter took stanza %q %q", s.Type, s.Args)
 		}
 	}

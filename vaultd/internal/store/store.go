@@ -373,7 +373,7 @@ func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
 	defer f.Cleanup()
 	// An age file (agefile writes what age.Encrypt would), its header and
 	// then each 64 KiB chunk in one write, from one chunk buffer.
-	w, err := agefile.NewWriter(f, s.sealTo)
+	w, err := agefile.NewWriter(f, s.sealTo, groupSize(entries))
 	if err != nil {
 		return fmt.Errorf("encrypt: %w", err)
 	}
