@@ -114,9 +114,6 @@ func parseSealBatch(data []byte) ([]client.SealRequest, bool) {
 type batchParser struct {
 	b []byte
 	i int
-	// recipients holds each recipient read, so a node named by many
-	// secrets of the batch is one string.
-	recipients map[string]string
 }
 
 func (p *batchParser) peek() byte {
@@ -283,17 +280,9 @@ func (p *batchParser) recipientList() ([]string, bool) {
 		return list, true
 	}
 	for {
-		b, ok := p.raw()
+		s, ok := p.str()
 		if !ok {
 			return nil, false
-		}
-		s, ok := p.recipients[string(b)]
-		if !ok {
-			s = string(b)
-			if p.recipients == nil {
-				p.recipients = map[string]string{}
-			}
-			p.recipients[s] = s
 		}
 		list = append(list, s)
 		if p.ws(); p.peek() == ',' {

@@ -89,9 +89,8 @@ var errFramedShort = errors.New("cut short or malformed")
 
 // framedReader reads a [SealBatchFramed] body; its first error sticks.
 type framedReader struct {
-	b          []byte
-	err        error
-	recipients map[string]string
+	b   []byte
+	err error
 }
 
 func (r *framedReader) num() uint64 {
@@ -161,23 +160,6 @@ func (r *framedReader) word() string {
 	return string(b)
 }
 
-// recipient reads a recipient: one string per distinct recipient of the
-// answer, which names each node in many secrets.
-func (r *framedReader) recipient() string {
-	b := r.bytes()
-	if s, ok := r.recipients[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if r.err == nil {
-		if r.recipients == nil {
-			r.recipients = map[string]string{}
-		}
-		r.recipients[s] = s
-	}
-	return s
-}
-
 func (r *framedReader) byte() byte {
 	if r.err != nil {
 		return 0
@@ -222,7 +204,7 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 			s.Sealed = make([]Sealed, fr.count(8))
 			for j := range s.Sealed {
 				x := &s.Sealed[j]
-				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.recipient(), Role(fr.word()), Slot(fr.word()), fr.num(), Item(fr.word())
+				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.str(), Role(fr.word()), Slot(fr.word()), fr.num(), Item(fr.word())
 				switch fr.byte() {
 				case 0:
 				case 1:
