@@ -76,7 +76,10 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // false for anything else.
 func parseSealBatch(data []byte) ([]client.SealRequest, bool) {
 	p := &batchParser{b: data}
-	reqs := []client.SealRequest{}
+	// Room for as many requests as the body has names (each request
+	// names its secret once), up to a batch's most: no copy as the list
+	// grows.
+	reqs := make([]client.SealRequest, 0, min(bytes.Count(data, []byte(`"name"`)), client.MaxSealBatch))
 	p.ws()
 	if !p.take('{') || p.key() != 0 || !p.take('[') {
 		return nil, false
