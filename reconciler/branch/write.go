@@ -1,7 +1,6 @@
 package branch
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,7 +9,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -323,16 +321,8 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 	for p, ct := range n.Secrets {
 		secrets[p] = b.hash(plumbing.BlobObject, ct)
 	}
-	// The declaration this write would commit, with the generation raised
-	// by one and our source: its one canonical encoding gives the content
-	// digest too, and is what is signed and committed if the node changed.
 	d := *n.Declaration
-	d.Generation, d.Source = t.generation+1, opts.Source
-	body, err := declaration.Marshal(&d)
-	if err != nil {
-		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
-	}
-	content, err := contentDigest(body, &d)
+	content, err := contentDigest(&d)
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
 	}
@@ -363,6 +353,13 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 			return NodeResult{Node: name, Outcome: Superseded, Generation: t.generation, Commit: t.commit.String()}, nil, nil
 		}
 	}
+	// What is signed and committed: the generation raised by one, and our
+	// source.
+	d.Generation, d.Source = t.generation+1, opts.Source
+	body, err := declaration.Marshal(&d)
+	if err != nil {
+		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
+	}
 	sig, err := opts.Signer.Sign(body)
 	if err != nil {
 		return NodeResult{}, nil, fmt.Errorf("node %s: %w", name, err)
@@ -381,68 +378,17 @@ func plan(s storer.EncodedObjectStorer, b *builder, name string, n *Node, at plu
 
 // contentDigest returns the digest of a declaration's content, what
 // decides whether a node's declaration changed: the sha256 of its canonical
-// bytes with the generation written as 0 and the source as "", so that it
-// does not change with them. Equal declarations give equal digests, whatever
-// their generation and source.
-//
-// body is [declaration.Marshal] of d. Rather than encode d a second time,
-// the digest is taken of body with the two values replaced in place (see
-// headValues); if body is not laid out as expected (a later format, or a
-// source that needs escaping), d is encoded again with both zeroed.
-func contentDigest(body []byte, d *declaration.Declaration) (string, error) {
-	h := sha256.New()
-	if start, end, ok := headValues(body, d.Generation, d.Source); ok {
-		h.Write(body[:start])
-		h.Write([]byte(zeroHead))
-		h.Write(body[end:])
-	} else {
-		c := *d
-		c.Generation, c.Source = 0, ""
-		b, err := declaration.Marshal(&c)
-		if err != nil {
-			return "", fmt.Errorf("digest declaration: %w", err)
-		}
-		h.Write(b)
+// bytes ([declaration.Marshal]) with the generation 0 and the source "", so
+// that it does not change with them.
+func contentDigest(d *declaration.Declaration) (string, error) {
+	c := *d
+	c.Generation, c.Source = 0, ""
+	b, err := declaration.Marshal(&c)
+	if err != nil {
+		return "", fmt.Errorf("digest declaration: %w", err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// The canonical encoding writes the generation and source as consecutive
-// top-level keys, each on a line of its own indented by two spaces, and the
-// resources next. genKey can only be the top-level key: a newline followed
-// by indentation is never inside a string, which escapes newlines.
-const (
-	genKey       = "\n  \"generation\": "
-	sourceKey    = ",\n  \"source\": "
-	resourcesKey = ",\n  \"resources\": "
-	// zeroHead replaces body[start:end] of headValues: a generation of 0
-	// and an empty source, as canonical bytes of such a declaration say.
-	zeroHead = "0" + sourceKey + `""`
-)
-
-// headValues returns where the generation's value starts in body and where
-// the source's value ends, checking both values are what body states for a
-// declaration whose generation and source are gen and source. ok is false
-// when body does not read exactly so.
-func headValues(body []byte, gen uint64, source string) (start, end int, ok bool) {
-	i := bytes.Index(body, []byte(genKey))
-	if i < 0 {
-		return 0, 0, false
-	}
-	start = i + len(genKey)
-	var want []byte
-	want = strconv.AppendUint(want, gen, 10)
-	want = append(want, sourceKey...)
-	want = append(want, '"')
-	want = append(want, source...)
-	want = append(want, '"')
-	want = append(want, resourcesKey...)
-	// A source that JSON must escape would be written otherwise: the
-	// comparison fails and the caller encodes again.
-	if !bytes.HasPrefix(body[start:], want) {
-		return 0, 0, false
-	}
-	return start, start + len(want) - len(resourcesKey), true
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // withDefaults returns o with every option left unset given its default.
