@@ -18,10 +18,10 @@ import (
 // sealing itself. Anything it does not take (an escape in a string,
 // invalid UTF-8, a key in another case, a null but for a list, a number
 // that is not a plain integer, a repeated key, bytes after the object, a
-// body over the limit)
-// goes to decode's encoding/json as it came, so what is accepted, what is
-// refused and every error message are encoding/json's. The fuzz test
-// holds the parser to encoding/json on arbitrary bodies.
+// body over the limit) goes to decode's encoding/json as it came, so what
+// is accepted, what is refused and every error message are
+// encoding/json's. The fuzz test holds the parser to encoding/json on
+// arbitrary bodies.
 //
 // The body's buffer comes from bodies and goes back there: both readers
 // copy what they keep out of it.
