@@ -190,6 +190,14 @@ func (r *framedReader) count(min int) int {
 func decodeFramed(data []byte, r *SealBatchResponse) error {
 	fr := &framedReader{b: data}
 	items := make([]SealBatchItem, fr.count(1))
+	// Most items are answers with one sealed form and one slot: their
+	// structs are carved out of a few arrays rather than allocated one by
+	// one (arrays of as many as the items, at most what the body can
+	// hold).
+	hint := min(len(items), len(fr.b)/8)
+	var resps []SealResponse
+	var sealed []Sealed
+	var slots []SlotState
 	for i := range items {
 		if fr.err != nil {
 			break
@@ -200,8 +208,9 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 			body := &ErrorBody{Code: fr.str(), Error: fr.str(), Hint: fr.str()}
 			items[i] = SealBatchItem{Error: body, Status: int(min(status, 999))}
 		case 's':
-			s := &SealResponse{Name: fr.str(), Origin: Origin(fr.word()), Version: fr.num(), Slot: Slot(fr.word())}
-			s.Sealed = make([]Sealed, fr.count(8))
+			s := &carve(&resps, 1, hint)[0]
+			*s = SealResponse{Name: fr.str(), Origin: Origin(fr.word()), Version: fr.num(), Slot: Slot(fr.word())}
+			s.Sealed = carve(&sealed, fr.count(8), hint)
 			for j := range s.Sealed {
 				x := &s.Sealed[j]
 				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.str(), Role(fr.word()), Slot(fr.word()), fr.num(), Item(fr.word())
@@ -220,7 +229,7 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 				}
 				x.SHA256 = fr.str()
 			}
-			s.Slots = make([]SlotState, fr.count(3))
+			s.Slots = carve(&slots, fr.count(3), hint)
 			for j := range s.Slots {
 				s.Slots[j] = SlotState{Slot: Slot(fr.word()), Version: fr.num(), State: fr.word()}
 			}
@@ -245,4 +254,19 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 	}
 	r.Items = items
 	return nil
+}
+
+// carve returns k zero elements from the room left in *pool (capped: an
+// append to them copies), first making a new pool of at least hint
+// elements when it has too little room.
+func carve[T any](pool *[]T, k, hint int) []T {
+	if k == 0 {
+		return []T{}
+	}
+	if cap(*pool)-len(*pool) < k {
+		*pool = make([]T, 0, max(k, hint))
+	}
+	p := *pool
+	*pool = p[:len(p)+k]
+	return p[len(p) : len(p)+k : len(p)+k]
 }
