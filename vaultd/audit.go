@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -48,15 +47,15 @@ func openAudit(dir string) (*auditLog, error) {
 
 // write appends es, one line each, in one write; synced when any asks.
 func (a *auditLog) write(es ...entry) error {
-	b := make([]byte, 0, 256*len(es))
+	var b []byte
 	sync := false
-	for i := range es {
-		var err error
-		if b, err = appendEntry(b, &es[i]); err != nil {
+	for _, e := range es {
+		line, err := json.Marshal(e)
+		if err != nil {
 			return err
 		}
-		b = append(b, '\n')
-		sync = sync || es[i].sync
+		b = append(append(b, line...), '\n')
+		sync = sync || e.sync
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -70,47 +69,3 @@ func (a *auditLog) write(es ...entry) error {
 }
 
 func (a *auditLog) close() error { return a.f.Close() }
-
-// appendEntry appends e as json.Marshal writes it: by hand (a batch seal
-// writes a line per secret), or by json.Marshal for a time json.Marshal
-// writes otherwise than appendTime (outside UTC). The test checks both
-// agree.
-func appendEntry(b []byte, e *entry) ([]byte, error) {
-	start := len(b)
-	b = append(b, `{"time":`...)
-	b, ok := appendTime(b, e.Time)
-	if !ok {
-		line, err := json.Marshal(e)
-		return append(b[:start], line...), err
-	}
-	b = strconv.AppendInt(append(b, `,"uid":`...), int64(e.UID), 10)
-	b = strconv.AppendInt(append(b, `,"pid":`...), int64(e.PID), 10)
-	if e.Peer != "" {
-		b = appendString(append(b, `,"peer":`...), e.Peer)
-	}
-	b = appendString(append(b, `,"op":`...), e.Op)
-	for _, l := range []struct {
-		name string
-		list []string
-	}{{`,"names":[`, e.Names}, {`,"recipients":[`, e.Recipients}} {
-		if len(l.list) == 0 {
-			continue
-		}
-		b = append(b, l.name...)
-		for i, s := range l.list {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, s)
-		}
-		b = append(b, ']')
-	}
-	if e.Version != 0 {
-		b = strconv.AppendUint(append(b, `,"version":`...), e.Version, 10)
-	}
-	b = appendString(append(b, `,"outcome":`...), e.Outcome)
-	if e.Error != "" {
-		b = appendString(append(b, `,"error":`...), e.Error)
-	}
-	return append(b, '}'), nil
-}

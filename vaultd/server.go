@@ -229,7 +229,7 @@ func (v *Vault) handler(opts ServeOptions) http.Handler {
 	})
 	h("POST /v1/seal-batch", func(r *http.Request, e *entry) (any, error) {
 		var req client.SealBatchRequest
-		if err := decodeSealBatch(r, &req, &v.bodies); err != nil {
+		if err := decode(r, &req); err != nil {
 			return nil, err
 		}
 		results, err := v.SealBatch(r.Context(), req.Requests)

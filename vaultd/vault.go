@@ -85,9 +85,8 @@ type Vault struct {
 	recs  map[string]*record
 	names map[string]*sync.Mutex
 
-	// bodies, answers and records are the buffers of the seal batch
-	// route: request bodies, framed answers, encoded records.
-	bodies, answers, records bufPool
+	// answers are the buffers of the seal batch route's framed answers.
+	answers bufPool
 
 	// parsed remembers recipients already parsed (a recipient string
 	// always parses to the same key): a reconcile names each node's
@@ -230,26 +229,13 @@ func (v *Vault) put(r *record) error {
 // every record written. The caller holds the lock of every record.
 func (v *Vault) putAll(rs []*record) error {
 	entries := make([]store.Entry, len(rs))
-	// The records are encoded one after the other into one buffer, each
-	// entry a slice of it: one allocation for the batch (should a record
-	// outgrow its estimate, the buffer grows, leaving the earlier entries
-	// where they were).
-	size := 0
-	for _, r := range rs {
-		r.prune()
-		size += r.sizeHint()
-	}
-	buf := v.records.get(size)
-	// The records hold values: their buffer is cleared before it is
-	// reused. The store keeps nothing of entries once Write returned.
-	defer func() { v.records.clearAndPut(buf) }()
 	for i, r := range rs {
-		start := len(buf)
-		var err error
-		if buf, err = marshalRecord(buf, r); err != nil {
+		r.prune()
+		data, err := json.Marshal(r)
+		if err != nil {
 			return fmt.Errorf("encode record of %q: %w", r.Name, err)
 		}
-		entries[i] = store.Entry{Key: r.Name, Data: buf[start:len(buf):len(buf)]}
+		entries[i] = store.Entry{Key: r.Name, Data: data}
 	}
 	// The counters are taken before the write and answered only after it
 	// ended (see generation): a durable write is never behind the token.

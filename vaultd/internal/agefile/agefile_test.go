@@ -2,15 +2,13 @@ package agefile
 
 import (
 	"bytes"
-	"crypto/hkdf"
-	"crypto/hmac"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"testing"
 	"testing/cryptotest"
 
 	"filippo.io/age"
+
 	"github.com/meshgen/meshgen/vaultd/internal/x25519"
 )
 
@@ -165,30 +163,4 @@ func TestSealRefusesBadStanzas(t *testing.T) {
 			t.Errorf("NewWriter took stanza %q %q", s.Type, s.Args)
 		}
 	}
-}
-
-// FuzzHMACAndHKDF: the stack-allocated HMAC-SHA-256 and HKDF-SHA-256 are
-// the standard library's, for keys and messages of any length.
-func FuzzHMACAndHKDF(f *testing.F) {
-	f.Add([]byte{}, []byte{}, "")
-	f.Add(bytes.Repeat([]byte{1}, 16), []byte("age-encryption.org/v1\n---"), "header")
-	f.Add(bytes.Repeat([]byte{2}, 64), bytes.Repeat([]byte{3}, 600), "payload")
-	f.Add(bytes.Repeat([]byte{4}, 65), []byte("x"), "age-encryption.org/v1/X25519")
-	f.Fuzz(func(t *testing.T, key, msg []byte, info string) {
-		mac := hmac.New(sha256.New, key)
-		mac.Write(msg)
-		if got := hmacSHA256(key, msg); !bytes.Equal(got[:], mac.Sum(nil)) {
-			t.Fatalf("hmacSHA256(%x, %x) = %x, crypto/hmac says %x", key, msg, got, mac.Sum(nil))
-		}
-		if len(info) > 63 {
-			return // seal's infos are short
-		}
-		want, err := hkdf.Key(sha256.New, key, msg, info, sha256.Size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := hkdfSHA256(key, msg, info); !bytes.Equal(got[:], want) {
-			t.Fatalf("hkdfSHA256(%x, %x, %q) = %x, crypto/hkdf says %x", key, msg, info, got, want)
-		}
-	})
 }
