@@ -38,13 +38,7 @@ func TestDigestOfAnotherWriter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			repo := bareRepo(t)
-			signer, _ := testSigner(t)
-			r, err := OpenLocal(repo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+			repo, r, opts := localRepo(t)
 			if _, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 1)}, opts); err != nil {
 				t.Fatal(err)
 			}
@@ -145,13 +139,7 @@ func TestSecretsOfTheTipCompared(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			repo := bareRepo(t)
-			signer, _ := testSigner(t)
-			r, err := OpenLocal(repo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+			repo, r, opts := localRepo(t)
 			if _, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", "a", 2)}, opts); err != nil {
 				t.Fatal(err)
 			}

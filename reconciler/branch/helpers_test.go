@@ -35,6 +35,19 @@ func testSigner(t testing.TB) (*sign.Signer, []byte) {
 	return s, kp.Public
 }
 
+// localRepo makes a real bare repository and opens it, and returns the
+// options of a write signed by the test key, from source "aaa…".
+func localRepo(t testing.TB) (string, *Repository, WriteOptions) {
+	t.Helper()
+	repo := bareRepo(t)
+	signer, _ := testSigner(t)
+	r, err := OpenLocal(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, r, WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+}
+
 // bareRepo makes a real bare repository with git itself.
 func bareRepo(t testing.TB) string {
 	t.Helper()

@@ -393,18 +393,12 @@ func TestRacingWritersInProcesses(t *testing.T) {
 // third node changed, writes exactly those.
 func TestWriteManyNodes(t *testing.T) {
 	ctx := context.Background()
-	repo := bareRepo(t)
-	signer, _ := testSigner(t)
-	r, err := OpenLocal(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, r, opts := localRepo(t)
 	nodes := map[string]*Node{}
 	for i := range 300 {
 		name := fmt.Sprintf("n%03d", i)
 		nodes[name] = testNode(name, "a", i%4)
 	}
-	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
 	res, err := r.Write(ctx, nodes, opts)
 	if err != nil {
 		t.Fatal(err)
