@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -440,12 +439,7 @@ func status(code string) int {
 // decode reads a JSON body strictly. Its errors name the field, never
 // quote the input.
 func decode(r *http.Request, into any) error {
-	return decodeFrom(r.Body, r.URL.Path, into)
-}
-
-// decodeFrom is decode of body, a request to path.
-func decodeFrom(body io.Reader, path string, into any) error {
-	dec := json.NewDecoder(body)
+	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(into); err != nil {
 		var te *json.UnmarshalTypeError
@@ -458,7 +452,7 @@ func decodeFrom(body io.Reader, path string, into any) error {
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			return refuse(client.ErrBadRequest, "", "request has an %s", strings.TrimPrefix(err.Error(), "json: "))
 		}
-		return refuse(client.ErrBadRequest, "", "request body is not the JSON %s expects", path)
+		return refuse(client.ErrBadRequest, "", "request body is not the JSON %s expects", r.URL.Path)
 	}
 	return nil
 }
