@@ -3,11 +3,9 @@ package loop
 import (
 	"context"
 	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 
-	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -37,12 +35,7 @@ func TestSealCache(t *testing.T) {
 	m := newMesh(t)
 	v := vaulttest.Start(t)
 	cv := &countingVault{Client: v.Client}
-	signer, _ := signtest.Signer(t)
-	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := reconcilerOf(t, m.Bare, cv, io.Discard)
 	first, err := r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -82,11 +75,7 @@ func TestSealCache(t *testing.T) {
 	// again, to the same bytes: nothing is written.
 	before = refs(t, m)
 	cv2 := &countingVault{Client: v.Client}
-	r2, err := New(Options{Repo: m.Bare, Vault: cv2, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r2.Close()
+	r2 := reconcilerOf(t, m.Bare, cv2, io.Discard)
 	r2.build = buildID(FormatVersion + 1)
 	out, err = r2.Once(ctx)
 	if err != nil {

@@ -42,14 +42,23 @@ func newReconciler(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, 
 // reconciles with.
 func newReconcilerVault(t *testing.T, m *meshtest.Mesh, log io.Writer) (*Reconciler, []byte, *vaulttest.Vault) {
 	t.Helper()
-	signer, pub := signtest.Signer(t)
+	_, pub := signtest.Signer(t)
 	v := vaulttest.Start(t)
-	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
+	return reconcilerOf(t, m.Bare, v.Client, log), pub, v
+}
+
+// reconcilerOf opens a Reconciler of the repository repo that asks v,
+// signs with the test key and logs JSON lines to log; it is closed when
+// the test ends.
+func reconcilerOf(t *testing.T, repo string, v Vault, log io.Writer) *Reconciler {
+	t.Helper()
+	signer, _ := signtest.Signer(t)
+	r, err := New(Options{Repo: repo, Vault: v, Signer: signer, Logger: slog.New(slog.NewJSONHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
-	return r, pub, v
+	return r
 }
 
 func TestReconcileLab(t *testing.T) {
@@ -240,13 +249,7 @@ func TestStateKeptAcrossReconciles(t *testing.T) {
 // watching reconciler renders it at its next look.
 func TestWatchSeesARotation(t *testing.T) {
 	m := newMesh(t)
-	signer, _ := signtest.Signer(t)
-	v := vaulttest.Start(t)
-	r, err := New(Options{Repo: m.Bare, Vault: v.Client, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r, _, v := newReconcilerVault(t, m, io.Discard)
 	outcomes, stop := watching(t, r, WatchOptions{Interval: 100 * time.Millisecond})
 	<-outcomes
 	if _, err := v.Client.Rotate(context.Background(), "mosquitto@n1.admin"); err != nil {

@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 
@@ -35,11 +34,7 @@ func TestSealsWithAnOlderVaultd(t *testing.T) {
 	m := newMesh(t)
 	v := vaulttest.Start(t)
 	ov := &olderVault{Client: v.Client}
-	r, err := New(Options{Repo: m.Bare, Vault: ov, Signer: testSigner(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := reconcilerOf(t, m.Bare, ov, io.Discard)
 	out, err := r.Once(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,13 +3,11 @@ package loop
 import (
 	"context"
 	"io"
-	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/meshgen/meshgen/reconciler/sign/signtest"
 	"github.com/meshgen/meshgen/vaultd/client"
 	"github.com/meshgen/meshgen/vaultd/vaulttest"
 )
@@ -47,14 +45,9 @@ func (c *pollCountingVault) Generation(ctx context.Context) (client.Generation, 
 // rotation.
 func TestWatchPollsTheVaultToken(t *testing.T) {
 	m := newMesh(t)
-	signer, _ := signtest.Signer(t)
 	v := vaulttest.Start(t)
 	cv := &pollCountingVault{Client: v.Client, looks: make(chan struct{}, 1)}
-	r, err := New(Options{Repo: m.Bare, Vault: cv, Signer: signer, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := reconcilerOf(t, m.Bare, cv, io.Discard)
 	outcomes, stop := watching(t, r, WatchOptions{Interval: 20 * time.Millisecond})
 	if first := <-outcomes; len(first.Written) != 3 {
 		t.Fatalf("first reconcile wrote %v", first.Written)
