@@ -259,14 +259,8 @@ func TestObjectHeader(t *testing.T) {
 // opened before the write and one after, and OpenGit.
 func TestPackReadableInProcess(t *testing.T) {
 	ctx := context.Background()
-	repo := bareRepo(t)
-	signer, _ := testSigner(t)
-	r, err := OpenLocal(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, r, opts := localRepo(t)
 	nodes := map[string]*Node{"n1": testNode("n1", "a", 3), "n2": testNode("n2", "a", 1)}
-	opts := WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
 	l := &local{path: repo}
 	// Opened before the write, its pack indexes not loaded yet. (A go-git
 	// storage that has loaded them keeps them and sees no later pack

@@ -61,18 +61,14 @@ func TestWriteState(t *testing.T) {
 // packfile, and every branch still reads the same.
 func TestMaintain(t *testing.T) {
 	ctx := context.Background()
-	repo := bareRepo(t)
-	signer, _ := testSigner(t)
-	r, err := OpenLocal(repo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, r, opts := localRepo(t)
+	opts.Source = "s"
 	if did, err := r.Maintain(ctx); did || err != nil {
 		t.Fatalf("an empty repository was repacked: %v, %v", did, err)
 	}
 	for i := range PackLimit + 2 {
 		nodes := map[string]*Node{"n1": testNode("n1", fmt.Sprint(i), 1), "n2": testNode("n2", fmt.Sprint(i), 0)}
-		if _, err := r.Write(ctx, nodes, WriteOptions{Source: "s", Signer: signer}); err != nil {
+		if _, err := r.Write(ctx, nodes, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +90,7 @@ func TestMaintain(t *testing.T) {
 	checkChain(t, repo, "n1", branchCommits(t, repo, "n1"))
 	// Writing after a repack works, and an unchanged write still writes
 	// nothing.
-	res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", fmt.Sprint(PackLimit+1), 1)}, WriteOptions{Source: "s", Signer: signer})
+	res, err := r.Write(ctx, map[string]*Node{"n1": testNode("n1", fmt.Sprint(PackLimit+1), 1)}, opts)
 	if err != nil || len(res.Changed()) != 0 {
 		t.Fatalf("unchanged write after a repack: %v, %v", res, err)
 	}
