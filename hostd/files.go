@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/meshgen/meshgen/hostd/declaration"
+	"github.com/meshgen/meshgen/internal/fsync"
 )
 
 func parseMode(s string) (fs.FileMode, error) {
@@ -230,10 +231,7 @@ func writeAtomic(path string, data []byte, mode fs.FileMode, uid, gid int) (err 
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fail("rename into place", err)
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	fsync.Dir(dir) // best effort: the file is in place either way
 	return nil
 }
 

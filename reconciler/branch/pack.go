@@ -17,6 +17,8 @@ import (
 	"slices"
 
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/meshgen/meshgen/internal/fsync"
 )
 
 // writePackfile writes hashes, all held by objs, as one version-2 packfile
@@ -90,7 +92,7 @@ func writePackfile(dir string, objs *objects, hashes []plumbing.Hash) (plumbing.
 		}
 		renamed++
 	}
-	if err := syncDir(packDir); err != nil {
+	if err := fsync.Dir(packDir); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("write packfile: %w", err)
 	}
 	return sum, nil
@@ -104,14 +106,6 @@ func syncClose(f *os.File) error {
 		err = f.Sync()
 	}
 	return errors.Join(err, f.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
 
 // packEntry is where one object sits in a pack.

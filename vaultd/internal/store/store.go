@@ -48,6 +48,8 @@ import (
 
 	"filippo.io/age"
 	"github.com/google/renameio/v2"
+
+	"github.com/meshgen/meshgen/internal/fsync"
 	"github.com/meshgen/meshgen/vaultd/internal/agefile"
 	"github.com/meshgen/meshgen/vaultd/internal/x25519"
 )
@@ -386,7 +388,7 @@ func (s *FileStore) writeGroup(seq uint64, entries []Entry) error {
 	if err := f.CloseAtomicallyReplace(); err != nil {
 		return err
 	}
-	return syncDir(s.records)
+	return fsync.Dir(s.records)
 }
 
 // compact drops the superseded entries of group file seq: it removes the
@@ -584,16 +586,7 @@ func writeFile(path string, data []byte) error {
 	if err := renameio.WriteFile(path, data, 0o600, renameio.WithTempDir(filepath.Dir(path))); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return fsync.Dir(filepath.Dir(path))
 }
 
 // ReadFile reads name, a small plain file beside the records (not
