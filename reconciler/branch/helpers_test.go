@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/meshgen/meshgen/hostd/declaration"
 	"github.com/meshgen/meshgen/reconciler/sign"
 )
@@ -46,6 +48,11 @@ func localRepo(t testing.TB) (string, *Repository, WriteOptions) {
 		t.Fatal(err)
 	}
 	return repo, r, WriteOptions{Source: strings.Repeat("a", 40), Signer: signer}
+}
+
+// blobHash returns the hash git gives content as a blob, without storing it.
+func blobHash(content []byte) plumbing.Hash {
+	return plumbing.ComputeHash(plumbing.BlobObject, content)
 }
 
 // bareRepo makes a real bare repository with git itself.

@@ -47,11 +47,6 @@ func newObjects() *objects {
 	return &objects{byHash: map[plumbing.Hash]rawObject{}}
 }
 
-// blobHash returns the hash git gives content as a blob, without storing it.
-func blobHash(content []byte) plumbing.Hash {
-	return plumbing.ComputeHash(plumbing.BlobObject, content)
-}
-
 // put keeps obj under its hash h. The content is kept, not copied: callers
 // do not change it until the pack is written.
 func (o *objects) put(h plumbing.Hash, obj rawObject) plumbing.Hash {
