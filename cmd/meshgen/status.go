@@ -84,7 +84,7 @@ func runStatus(cmd *cobra.Command, f statusFlags) error {
 			return err
 		}
 		defer rem.Close()
-		if err := rem.Fetch(cmd.Context(), "refs/heads/node/*", "refs/heads/status/*", "refs/heads/meshgen/*"); err != nil {
+		if err := rem.Fetch(cmd.Context(), branch.NodeRefs+"*", branch.StatusRefs+"*", "refs/heads/meshgen/*"); err != nil {
 			return err
 		}
 		// main only gives the poll interval: a repository without it (or

@@ -24,12 +24,29 @@
 // an atomic push whose ref updates name the old hashes.
 package branch
 
+import "strings"
+
+// NodeRefs is the prefix of every node's branch, StatusRefs of every
+// branch hostd reports on.
+const (
+	NodeRefs   = "refs/heads/node/"
+	StatusRefs = "refs/heads/status/"
+)
+
 // Ref returns the name of node's branch, "refs/heads/node/<node>".
-func Ref(node string) string { return "refs/heads/node/" + node }
+func Ref(node string) string { return NodeRefs + node }
 
 // StatusRef returns the name of the branch hostd reports on,
 // "refs/heads/status/<node>".
-func StatusRef(node string) string { return "refs/heads/status/" + node }
+func StatusRef(node string) string { return StatusRefs + node }
+
+// NodeOfRef returns the node whose branch ref is, and whether ref is a
+// node's branch.
+func NodeOfRef(ref string) (string, bool) { return strings.CutPrefix(ref, NodeRefs) }
+
+// NodeOfStatusRef returns the node reporting on ref, and whether ref is a
+// status branch.
+func NodeOfStatusRef(ref string) (string, bool) { return strings.CutPrefix(ref, StatusRefs) }
 
 // MainRef is the branch the operators push to.
 const MainRef = "refs/heads/main"

@@ -96,11 +96,6 @@ func newerSource(s storer.EncodedObjectStorer, ours, theirs string) bool {
 	return err == nil && ok
 }
 
-// nodeOfRef returns the node a ref "refs/heads/node/<node>" belongs to.
-func nodeOfRef(ref string) (string, bool) {
-	return strings.CutPrefix(ref, "refs/heads/node/")
-}
-
 // declHead is the part of a declaration a write needs from the branch.
 type declHead struct {
 	Generation uint64

@@ -245,7 +245,7 @@ func (r *Repository) Write(ctx context.Context, nodes map[string]*Node, opts Wri
 		pending = pending[:0]
 		for _, ref := range conflicts {
 			moved[ref] = true
-			n, _ := nodeOfRef(ref)
+			n, _ := NodeOfRef(ref)
 			pending = append(pending, n)
 		}
 		for ref, nr := range planned {

@@ -183,13 +183,12 @@ func (r *Reconciler) observeRepo(o *observed) error {
 		return err
 	}
 	for name, h := range refs {
-		switch {
-		case name == branch.MainRef:
+		if name == branch.MainRef {
 			o.main = h.String()
-		case strings.HasPrefix(name, "refs/heads/status/"):
-			o.status[strings.TrimPrefix(name, "refs/heads/status/")] = h.String()
-		case strings.HasPrefix(name, "refs/heads/node/"):
-			o.nodes[strings.TrimPrefix(name, "refs/heads/node/")] = h.String()
+		} else if n, ok := branch.NodeOfStatusRef(name); ok {
+			o.status[n] = h.String()
+		} else if n, ok := branch.NodeOfRef(name); ok {
+			o.nodes[n] = h.String()
 		}
 	}
 	files, err := branch.ReadStateFiles(r.dir)

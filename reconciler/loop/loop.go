@@ -209,7 +209,7 @@ func (r *Reconciler) Once(ctx context.Context) (out *Outcome, err error) {
 
 	// Observe.
 	if r.remote != nil {
-		if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*", "refs/heads/meshgen/*", "refs/heads/node/*"); err != nil {
+		if err := r.remote.Fetch(ctx, branch.MainRef, branch.StatusRefs+"*", "refs/heads/meshgen/*", branch.NodeRefs+"*"); err != nil {
 			return out, err
 		}
 	}
@@ -392,12 +392,13 @@ func (r *Reconciler) removedNodes(repo *schema.Repo, obs *observed) ([]string, e
 	if obs != nil {
 		names = slices.Collect(maps.Keys(obs.nodes))
 	} else {
-		refs, err := branch.ListRefs(r.dir, "refs/heads/node/")
+		refs, err := branch.ListRefs(r.dir, branch.NodeRefs)
 		if err != nil {
 			return nil, err
 		}
 		for ref := range refs {
-			names = append(names, strings.TrimPrefix(ref, "refs/heads/node/"))
+			n, _ := branch.NodeOfRef(ref)
+			names = append(names, n)
 		}
 	}
 	var out []string

@@ -62,7 +62,7 @@ func (r *Reconciler) Watch(ctx context.Context, opts WatchOptions) error {
 	var lastRefs, lastVault string
 	run := func() {
 		if r.remote != nil {
-			if err := r.remote.Fetch(ctx, branch.MainRef, "refs/heads/status/*"); err != nil {
+			if err := r.remote.Fetch(ctx, branch.MainRef, branch.StatusRefs+"*"); err != nil {
 				r.log.Error("poll remote", "error", err.Error())
 				return
 			}
@@ -179,7 +179,7 @@ func fingerprint(dir string) (string, error) {
 	var parts []string
 	err = refs.ForEach(func(ref *plumbing.Reference) error {
 		n := ref.Name().String()
-		if n == branch.MainRef || strings.HasPrefix(n, "refs/heads/status/") {
+		if n == branch.MainRef || strings.HasPrefix(n, branch.StatusRefs) {
 			parts = append(parts, n+" "+ref.Hash().String())
 		}
 		return nil

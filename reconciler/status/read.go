@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -70,7 +69,7 @@ func Read(dir string, opts ReadOptions) ([]Node, error) {
 			return nil
 		}
 		name := ref.Name().String()
-		if n, ok := strings.CutPrefix(name, "refs/heads/node/"); ok {
+		if n, ok := branch.NodeOfRef(name); ok {
 			if opts.ReportsOnly {
 				return nil
 			}
@@ -81,7 +80,7 @@ func Read(dir string, opts ReadOptions) ([]Node, error) {
 			}
 			nd := get(n)
 			nd.Latest, nd.LatestSource, nd.Removed = head.Generation, head.Source, head.Removed
-		} else if n, ok := strings.CutPrefix(name, "refs/heads/status/"); ok {
+		} else if n, ok := branch.NodeOfStatusRef(name); ok {
 			var rep declaration.Report
 			if err := readJSON(repo, ref.Hash(), declaration.ReportFile, &rep); err != nil {
 				errs = append(errs, fmt.Errorf("branch status/%s: %w", n, err))
