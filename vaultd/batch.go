@@ -57,21 +57,16 @@ func (v *Vault) SealBatch(ctx context.Context, reqs []client.SealRequest) ([]Bat
 	}
 	defer v.lock(names...)()
 
-	// The records, read at once (the locks are held: none changes now).
 	changed := make([]*record, len(reqs))
-	olds := make([]*record, len(reqs))
 	var todo []int
-	v.mu.Lock()
 	for i, c := range checked {
 		if c != nil {
 			todo = append(todo, i)
-			olds[i] = v.recs[c.req.Name]
 		}
 	}
-	v.mu.Unlock()
 	workers.Each(len(todo), 0, func(j int) {
 		i := todo[j]
-		out[i].Response, changed[i], out[i].Err = v.sealLocked(checked[i], olds[i])
+		out[i].Response, changed[i], out[i].Err = v.sealLocked(checked[i])
 	})
 
 	var write []*record

@@ -288,7 +288,7 @@ func (v *Vault) Seal(ctx context.Context, req client.SealRequest) (*client.SealR
 		return nil, err
 	}
 	defer v.lock(req.Name)()
-	resp, r, err := v.sealLocked(c, v.rec(req.Name))
+	resp, r, err := v.sealLocked(c)
 	if err != nil {
 		return nil, err
 	}
@@ -347,12 +347,12 @@ func (v *Vault) checkSeal(req client.SealRequest) (*checkedSeal, error) {
 	return c, nil
 }
 
-// sealLocked answers a checked seal of old, the secret's record (nil when
-// there is none), and returns the changed record to write, nil when
-// nothing changed. It writes nothing itself. The caller holds the lock of
-// c's name, taken before it read old.
-func (v *Vault) sealLocked(c *checkedSeal, old *record) (_ *client.SealResponse, changed *record, err error) {
+// sealLocked answers a checked seal and returns the changed record to
+// write, nil when nothing changed. It writes nothing itself. The caller
+// holds the lock of c's name.
+func (v *Vault) sealLocked(c *checkedSeal) (_ *client.SealResponse, changed *record, err error) {
 	req, spec, appliers, readers := c.req, c.spec, c.appliers, c.readers
+	old := v.rec(req.Name)
 	r := old
 	dirty := false
 	change := func() {
