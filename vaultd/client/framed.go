@@ -122,44 +122,6 @@ func (r *framedReader) bytes() []byte {
 
 func (r *framedReader) str() string { return string(r.bytes()) }
 
-// word reads a string that is most often one of a few words (an origin, a
-// role, a slot, an item, a slot's state): those are not allocated again
-// for every secret.
-func (r *framedReader) word() string {
-	b := r.bytes()
-	switch string(b) {
-	case "":
-		return ""
-	case string(OriginMesh):
-		return string(OriginMesh)
-	case string(OriginGenesis):
-		return string(OriginGenesis)
-	case string(OriginOperator):
-		return string(OriginOperator)
-	case string(RoleApplier):
-		return string(RoleApplier)
-	case string(RoleReader):
-		return string(RoleReader)
-	case string(SlotA):
-		return string(SlotA)
-	case string(SlotB):
-		return string(SlotB)
-	case string(ItemValue):
-		return string(ItemValue)
-	case string(ItemDerived):
-		return string(ItemDerived)
-	case "current":
-		return "current"
-	case "next":
-		return "next"
-	case "reading":
-		return "reading"
-	case "retiring":
-		return "retiring"
-	}
-	return string(b)
-}
-
 func (r *framedReader) byte() byte {
 	if r.err != nil {
 		return 0
@@ -190,14 +152,6 @@ func (r *framedReader) count(min int) int {
 func decodeFramed(data []byte, r *SealBatchResponse) error {
 	fr := &framedReader{b: data}
 	items := make([]SealBatchItem, fr.count(1))
-	// Most items are answers with one sealed form and one slot: their
-	// structs are carved out of a few arrays rather than allocated one by
-	// one (arrays of as many as the items, at most what the body can
-	// hold).
-	hint := min(len(items), len(fr.b)/8)
-	var resps []SealResponse
-	var sealed []Sealed
-	var slots []SlotState
 	for i := range items {
 		if fr.err != nil {
 			break
@@ -208,12 +162,11 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 			body := &ErrorBody{Code: fr.str(), Error: fr.str(), Hint: fr.str()}
 			items[i] = SealBatchItem{Error: body, Status: int(min(status, 999))}
 		case 's':
-			s := &carve(&resps, 1, hint)[0]
-			*s = SealResponse{Name: fr.str(), Origin: Origin(fr.word()), Version: fr.num(), Slot: Slot(fr.word())}
-			s.Sealed = carve(&sealed, fr.count(8), hint)
+			s := &SealResponse{Name: fr.str(), Origin: Origin(fr.str()), Version: fr.num(), Slot: Slot(fr.str())}
+			s.Sealed = make([]Sealed, fr.count(8))
 			for j := range s.Sealed {
 				x := &s.Sealed[j]
-				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.str(), Role(fr.word()), Slot(fr.word()), fr.num(), Item(fr.word())
+				x.Recipient, x.Role, x.Slot, x.Version, x.Item = fr.str(), Role(fr.str()), Slot(fr.str()), fr.num(), Item(fr.str())
 				switch fr.byte() {
 				case 0:
 				case 1:
@@ -229,9 +182,9 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 				}
 				x.SHA256 = fr.str()
 			}
-			s.Slots = carve(&slots, fr.count(3), hint)
+			s.Slots = make([]SlotState, fr.count(3))
 			for j := range s.Slots {
-				s.Slots[j] = SlotState{Slot: Slot(fr.word()), Version: fr.num(), State: fr.word()}
+				s.Slots[j] = SlotState{Slot: Slot(fr.str()), Version: fr.num(), State: fr.str()}
 			}
 			if rot := fr.bytes(); fr.err == nil && len(rot) > 0 {
 				s.Rotation = new(Rotation)
@@ -254,19 +207,4 @@ func decodeFramed(data []byte, r *SealBatchResponse) error {
 	}
 	r.Items = items
 	return nil
-}
-
-// carve returns k zero elements from the room left in *pool (capped: an
-// append to them copies), first making a new pool of at least hint
-// elements when it has too little room.
-func carve[T any](pool *[]T, k, hint int) []T {
-	if k == 0 {
-		return []T{}
-	}
-	if cap(*pool)-len(*pool) < k {
-		*pool = make([]T, 0, max(k, hint))
-	}
-	p := *pool
-	*pool = p[:len(p)+k]
-	return p[len(p) : len(p)+k : len(p)+k]
 }
